@@ -1,0 +1,8 @@
+//! epicenter's collecting half.
+//!
+//! Today this crate holds the exposition parser ([`exposition`]): the code that turns what a
+//! `/metrics` endpoint prints (Prometheus text format 0.0.4 or OpenMetrics 1.0) into metric
+//! families and samples. Scraping, relabeling, batching and the ClickHouse/chDB sinks land here
+//! next (see `../shared/DESIGN.md`, Components).
+
+pub mod exposition;
