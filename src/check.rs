@@ -1,25 +1,32 @@
 //! `epicenter check …`: validate a metrics body (and, later, a config file).
 
-use std::io::Read;
+use std::io::{BufWriter, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
-use epicenter_collector::exposition::{parse, Exposition, FormatChoice, ParseError, ParseOptions, Rule, Validation};
-use serde_json::{json, Map, Value};
+use epicenter_collector::exposition::{parse, Exposition, FormatChoice, LabelRange, ParseOptions, Rule, Validation};
 
 /// Warnings printed on stderr before the rest are summarised in one line.
 const MAX_WARNINGS_SHOWN: usize = 20;
+
+/// Exit status when the input cannot be read (usage errors exit 2, as clap does).
+const EXIT_UNREADABLE: u8 = 3;
 
 /// What `epicenter check` can validate.
 #[derive(Subcommand, Debug)]
 pub(crate) enum CheckCommand {
     /// Check a /metrics body (Prometheus text 0.0.4 or OpenMetrics 1.0).
     ///
-    /// Exit status: 0 when the body would be ingested (warnings, if any, go to stderr),
-    /// 1 when it would not (the error, as LINE:COLUMN: reason, goes to stderr), 2 when the
-    /// file cannot be read. Like `promtool check metrics`, but it also reads OpenMetrics,
-    /// exemplars and Prometheus 3 quoted UTF-8 names.
+    /// By default the check answers "would a Prometheus-compatible scraper ingest this body?":
+    /// syntax errors fail; violations of family rules that leave the data readable (unsorted
+    /// buckets, interleaved families, exemplars on _count, negative counters, …) are printed
+    /// as warnings, sorted by line. --strict turns them into errors. Most family rules are
+    /// OpenMetrics 1.0 rules; text 0.0.4 is held to what promtool's parser (expfmt) checks.
+    /// The full list is in docs/exposition.md.
+    ///
+    /// Exit status: 0 accepted (warnings go to stderr), 1 rejected (the error, as
+    /// FILE:LINE:COLUMN: reason, goes to stderr), 2 bad arguments, 3 the input cannot be read.
     ///
     /// Examples:
     ///   curl -s http://127.0.0.1:9121/metrics | epicenter check metrics
@@ -36,20 +43,21 @@ pub(crate) struct MetricsArgs {
     #[arg(value_name = "FILE|-")]
     file: Option<PathBuf>,
 
-    /// Format to read the body as. `auto` picks OpenMetrics when the last line is `# EOF`
-    /// and text 0.0.4 otherwise.
+    /// Format to read the body as. `auto` picks OpenMetrics when the last line is `# EOF` and
+    /// text 0.0.4 otherwise; it reads a text body with `# EOF` appended as text, and an
+    /// OpenMetrics snippet without `# EOF` that carries exemplars as OpenMetrics (both with a
+    /// warning).
     #[arg(long, value_enum, default_value_t = FormatArg::Auto)]
     format: FormatArg,
 
     /// Reject every violation of the format's specification, including those Prometheus's
-    /// scraper tolerates (unsorted buckets, interleaved families, exemplars on `_count`, …),
-    /// which are otherwise reported as warnings.
+    /// scraper tolerates, which are otherwise reported as warnings.
     #[arg(long)]
     strict: bool,
 
     /// Print the parsed families as JSON on stdout (name, type, unit, help, samples with
-    /// labels, value, timestamp in seconds, exemplar). Non-finite values are the strings
-    /// "NaN", "+Inf" and "-Inf".
+    /// labels, value, timestamp in seconds, exemplar; then the first 1,000 warnings).
+    /// Non-finite values are the strings "NaN", "+Inf" and "-Inf".
     #[arg(long)]
     json: bool,
 }
@@ -73,7 +81,7 @@ fn check_metrics(args: MetricsArgs) -> ExitCode {
         Ok(read) => read,
         Err(message) => {
             eprintln!("error: {message}");
-            return ExitCode::from(2);
+            return ExitCode::from(EXIT_UNREADABLE);
         }
     };
     let options = ParseOptions {
@@ -88,50 +96,59 @@ fn check_metrics(args: MetricsArgs) -> ExitCode {
             Validation::Prometheus
         },
     };
-    match parse(&body, options) {
-        Ok(exposition) => {
-            for warning in exposition.warnings.iter().take(MAX_WARNINGS_SHOWN) {
-                eprintln!("warning: {source}:{warning}");
-            }
-            if exposition.warnings.len() > MAX_WARNINGS_SHOWN {
-                eprintln!(
-                    "warning: {source}: {} more warnings not shown (--json lists them all)",
-                    exposition.warnings.len() - MAX_WARNINGS_SHOWN
-                );
-            }
-            if args.json {
-                println!("{}", to_json(&exposition));
-            } else {
-                let tolerated = exposition
-                    .warnings
-                    .iter()
-                    .filter(|warning| warning.rule != Rule::FormatFallback)
-                    .count();
-                let note = match (exposition.warnings.len(), tolerated) {
-                    (0, _) => String::new(),
-                    (1, 0) => ", 1 warning".to_string(),
-                    (count, 0) => format!(", {count} warnings"),
-                    (1, _) => ", 1 warning; --strict rejects the body".to_string(),
-                    (count, _) => format!(", {count} warnings; --strict rejects the body"),
-                };
-                eprintln!(
-                    "{source}: ok: {} families, {} samples ({}{note})",
-                    exposition.families.len(),
-                    exposition.sample_count(),
-                    exposition.format.as_str(),
-                );
-            }
-            ExitCode::SUCCESS
-        }
+    let exposition = match parse(&body, options) {
+        Ok(exposition) => exposition,
         Err(error) => {
-            report(&source, &error);
-            ExitCode::from(1)
+            eprintln!("error: {source}:{error}");
+            return ExitCode::from(1);
+        }
+    };
+    if body.iter().all(u8::is_ascii_whitespace) {
+        eprintln!("warning: {source}: body is empty: no families (is the exporter answering?)");
+    }
+    for warning in exposition.warnings.iter().take(MAX_WARNINGS_SHOWN) {
+        eprintln!("warning: {source}:{warning}");
+    }
+    let total_warnings = exposition.warning_count();
+    if total_warnings > MAX_WARNINGS_SHOWN {
+        let listed = format!("; --json lists the first {}", exposition.warnings.len());
+        eprintln!(
+            "warning: {source}: {} more warnings not shown{listed}",
+            total_warnings - MAX_WARNINGS_SHOWN
+        );
+    }
+    if args.json {
+        let stdout = std::io::stdout();
+        let mut out = BufWriter::new(stdout.lock());
+        if let Err(error) = write_json(&exposition, &mut out).and_then(|()| out.flush()) {
+            eprintln!("error: cannot write JSON to standard output: {error}");
+            return ExitCode::from(EXIT_UNREADABLE);
         }
     }
+    let tolerated = exposition
+        .warnings
+        .iter()
+        .filter(|warning| warning.rule != Rule::FormatFallback)
+        .count()
+        + exposition.warnings_dropped;
+    let mut note = String::new();
+    if total_warnings > 0 {
+        note.push_str(&format!(", {}", plural(total_warnings, "warning", "warnings")));
+        if tolerated > 0 {
+            note.push_str("; --strict rejects the body");
+        }
+    }
+    eprintln!(
+        "{source}: ok: {}, {} ({}{note})",
+        plural(exposition.families.len(), "family", "families"),
+        plural(exposition.sample_count(), "sample", "samples"),
+        exposition.format.as_str(),
+    );
+    ExitCode::SUCCESS
 }
 
-fn report(source: &str, error: &ParseError) {
-    eprintln!("error: {source}:{error}");
+fn plural(count: usize, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
 }
 
 fn read_body(file: Option<&PathBuf>) -> Result<(String, Vec<u8>), String> {
@@ -149,63 +166,110 @@ fn read_body(file: Option<&PathBuf>) -> Result<(String, Vec<u8>), String> {
     }
 }
 
-fn number(value: f64) -> Value {
+/// Writes a JSON string (quoted and escaped).
+fn json_string(out: &mut impl Write, text: &str) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, text).map_err(std::io::Error::other)
+}
+
+/// Writes a number: finite values as JSON numbers, the others as "NaN", "+Inf", "-Inf".
+fn json_number(out: &mut impl Write, value: f64) -> std::io::Result<()> {
     if value.is_nan() {
-        Value::from("NaN")
+        out.write_all(b"\"NaN\"")
     } else if value == f64::INFINITY {
-        Value::from("+Inf")
+        out.write_all(b"\"+Inf\"")
     } else if value == f64::NEG_INFINITY {
-        Value::from("-Inf")
+        out.write_all(b"\"-Inf\"")
     } else {
-        json!(value)
+        serde_json::to_writer(&mut *out, &value).map_err(std::io::Error::other)
     }
 }
 
-fn labels_json(exposition: &Exposition<'_>, range: epicenter_collector::exposition::LabelRange) -> Value {
-    let mut map = Map::new();
-    for label in exposition.labels_in(range) {
-        map.insert(label.name.to_string(), Value::from(label.value.as_ref()));
+fn json_optional_number(out: &mut impl Write, value: Option<f64>) -> std::io::Result<()> {
+    match value {
+        Some(value) => json_number(out, value),
+        None => out.write_all(b"null"),
     }
-    Value::Object(map)
 }
 
-/// The `--json` document: `{"format", "families": [{"name", "type", "unit", "help",
-/// "samples": [{"name", "labels", "value", "timestamp", "exemplar"}]}], "warnings"}`.
-fn to_json(exposition: &Exposition<'_>) -> Value {
-    let families: Vec<Value> = exposition
-        .families
-        .iter()
-        .map(|family| {
-            let samples: Vec<Value> = exposition
-                .samples_of(family)
-                .iter()
-                .map(|sample| {
-                    json!({
-                        "name": sample.name,
-                        "labels": labels_json(exposition, sample.labels),
-                        "value": number(sample.value),
-                        "timestamp": sample.timestamp.map(number),
-                        "exemplar": sample.exemplar.map(|exemplar| json!({
-                            "labels": labels_json(exposition, exemplar.labels),
-                            "value": number(exemplar.value),
-                            "timestamp": exemplar.timestamp.map(number),
-                        })),
-                    })
-                })
-                .collect();
-            json!({
-                "name": family.name,
-                "type": family.metric_type,
-                "unit": family.unit,
-                "help": family.help,
-                "samples": samples,
-            })
-        })
-        .collect();
-    let warnings: Vec<Value> = exposition
-        .warnings
-        .iter()
-        .map(|warning| json!({"line": warning.line, "column": warning.column, "rule": warning.rule, "message": warning.message}))
-        .collect();
-    json!({"format": exposition.format, "families": families, "warnings": warnings})
+fn json_labels(out: &mut impl Write, exposition: &Exposition<'_>, range: LabelRange) -> std::io::Result<()> {
+    out.write_all(b"{")?;
+    for (index, label) in exposition.labels_in(range).iter().enumerate() {
+        if index > 0 {
+            out.write_all(b",")?;
+        }
+        json_string(out, &label.name)?;
+        out.write_all(b":")?;
+        json_string(out, &label.value)?;
+    }
+    out.write_all(b"}")
+}
+
+/// Streams the `--json` document, one family at a time, so memory stays proportional to the
+/// parsed body rather than to a JSON tree:
+/// `{"format", "families": [{"name", "type", "unit", "help", "samples": [{"name", "labels",
+/// "value", "timestamp", "exemplar"}]}], "warnings": [{"line", "column", "rule", "message"}],
+/// "warnings_dropped"}`.
+fn write_json(exposition: &Exposition<'_>, out: &mut impl Write) -> std::io::Result<()> {
+    write!(out, "{{\"format\":\"{}\",\"families\":[", exposition.format.as_str())?;
+    for (family_index, family) in exposition.families.iter().enumerate() {
+        if family_index > 0 {
+            out.write_all(b",")?;
+        }
+        out.write_all(b"\n{\"name\":")?;
+        json_string(out, &family.name)?;
+        write!(out, ",\"type\":\"{}\",\"unit\":", family.metric_type.as_str())?;
+        match &family.unit {
+            Some(unit) => json_string(out, unit)?,
+            None => out.write_all(b"null")?,
+        }
+        out.write_all(b",\"help\":")?;
+        match &family.help {
+            Some(help) => json_string(out, help)?,
+            None => out.write_all(b"null")?,
+        }
+        out.write_all(b",\"samples\":[")?;
+        for (sample_index, sample) in exposition.samples_of(family).iter().enumerate() {
+            if sample_index > 0 {
+                out.write_all(b",")?;
+            }
+            out.write_all(b"\n {\"name\":")?;
+            json_string(out, &sample.name)?;
+            out.write_all(b",\"labels\":")?;
+            json_labels(out, exposition, sample.labels)?;
+            out.write_all(b",\"value\":")?;
+            json_number(out, sample.value)?;
+            out.write_all(b",\"timestamp\":")?;
+            json_optional_number(out, sample.timestamp)?;
+            out.write_all(b",\"exemplar\":")?;
+            match &sample.exemplar {
+                Some(exemplar) => {
+                    out.write_all(b"{\"labels\":")?;
+                    json_labels(out, exposition, exemplar.labels)?;
+                    out.write_all(b",\"value\":")?;
+                    json_number(out, exemplar.value)?;
+                    out.write_all(b",\"timestamp\":")?;
+                    json_optional_number(out, exemplar.timestamp)?;
+                    out.write_all(b"}")?;
+                }
+                None => out.write_all(b"null")?,
+            }
+            out.write_all(b"}")?;
+        }
+        out.write_all(b"]}")?;
+    }
+    out.write_all(b"],\n\"warnings\":[")?;
+    for (index, warning) in exposition.warnings.iter().enumerate() {
+        if index > 0 {
+            out.write_all(b",")?;
+        }
+        let rule = serde_json::to_string(&warning.rule).map_err(std::io::Error::other)?;
+        write!(
+            out,
+            "\n{{\"line\":{},\"column\":{},\"rule\":{rule},\"message\":",
+            warning.line, warning.column
+        )?;
+        json_string(out, &warning.message)?;
+        out.write_all(b"}")?;
+    }
+    writeln!(out, "],\"warnings_dropped\":{}}}", exposition.warnings_dropped)
 }

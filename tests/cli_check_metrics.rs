@@ -15,18 +15,37 @@ fn epicenter(args: &[&str], stdin: Option<&[u8]>) -> Output {
         .expect("run epicenter");
     let mut input = child.stdin.take().unwrap();
     if let Some(bytes) = stdin {
-        input.write_all(bytes).unwrap();
+        // The command may exit before reading (bad arguments): a broken pipe is not a failure.
+        let _ = input.write_all(bytes);
     }
     drop(input);
     child.wait_with_output().unwrap()
 }
 
-fn temp_file(name: &str, contents: &[u8]) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("epicenter-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, contents).unwrap();
-    path
+/// A file in a directory of its own, removed when the guard drops.
+struct TempFile {
+    dir: std::path::PathBuf,
+    path: std::path::PathBuf,
+}
+
+impl TempFile {
+    fn new(name: &str, contents: &[u8]) -> TempFile {
+        let dir = std::env::temp_dir().join(format!("epicenter-cli-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, contents).unwrap();
+        TempFile { dir, path }
+    }
+
+    fn arg(&self) -> &str {
+        self.path.to_str().unwrap()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 const VALID_OPENMETRICS: &str = "\
@@ -47,8 +66,8 @@ erlang_vm_process_message_queue_len{registered_name=\"session_sup\"} +Inf
 
 #[test]
 fn a_valid_body_exits_zero_and_says_what_it_read() {
-    let path = temp_file("valid.om", VALID_OPENMETRICS.as_bytes());
-    let output = epicenter(&["check", "metrics", path.to_str().unwrap()], None);
+    let file = TempFile::new("valid.om", VALID_OPENMETRICS.as_bytes());
+    let output = epicenter(&["check", "metrics", file.arg()], None);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("ok: 3 families, 7 samples (openmetrics)"), "{stderr}");
@@ -57,14 +76,14 @@ fn a_valid_body_exits_zero_and_says_what_it_read() {
 #[test]
 fn an_invalid_body_exits_one_with_line_and_column() {
     let body = b"# TYPE a counter\na_total{foo=\"b\\qr\"} 1\n";
-    let path = temp_file("invalid.prom", body);
-    let output = epicenter(&["check", "metrics", path.to_str().unwrap()], None);
+    let file = TempFile::new("invalid.prom", body);
+    let output = epicenter(&["check", "metrics", file.arg()], None);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1));
     assert!(
         stderr.contains(&format!(
             "error: {}:2:15: invalid label value escape '\\q'",
-            path.display()
+            file.path.display()
         )),
         "{stderr}"
     );
@@ -76,7 +95,7 @@ fn standard_input_and_dash_are_read() {
     for args in [&["check", "metrics"][..], &["check", "metrics", "-"][..]] {
         let output = epicenter(args, Some(b"up 1\n"));
         assert_eq!(output.status.code(), Some(0));
-        assert!(String::from_utf8_lossy(&output.stderr).contains("<stdin>: ok: 1 families, 1 samples (text)"));
+        assert!(String::from_utf8_lossy(&output.stderr).contains("<stdin>: ok: 1 family, 1 sample (text)"));
     }
 }
 
@@ -107,10 +126,77 @@ fn explicit_format_is_honoured() {
 }
 
 #[test]
-fn unreadable_file_exits_two() {
+fn unreadable_file_exits_three_and_bad_arguments_two() {
     let output = epicenter(&["check", "metrics", "/nonexistent/epicenter/body"], None);
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&output.stderr).contains("cannot read /nonexistent/epicenter/body"));
+    let output = epicenter(&["check", "metrics", "--format", "bogus"], Some(b"up 1\n"));
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn an_empty_body_is_accepted_with_a_warning() {
+    let output = epicenter(&["check", "metrics"], Some(b""));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0));
+    assert!(stderr.contains("body is empty"), "{stderr}");
+}
+
+#[test]
+fn similar_label_sets_are_distinct_metrics() {
+    // Label values whose hashes are close must not be taken for the same metric.
+    let body = "# TYPE c counter\nc_total{instance=\"10.0.1.19:9100\"} 1 200\nc_total{instance=\"other\"} 1\nc_total{instance=\"10.0.1.94:9100\"} 1 100\n# EOF\n";
+    let output = epicenter(&["check", "metrics", "--strict"], Some(body.as_bytes()));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+}
+
+#[test]
+fn many_warnings_are_counted_and_summarised() {
+    let mut body = String::from("# TYPE c counter\n");
+    for index in 0..1500 {
+        body.push_str(&format!("c_total{{i=\"{index}\"}} -1\n"));
+    }
+    body.push_str("# EOF\n");
+    let output = epicenter(&["check", "metrics", "--json"], Some(body.as_bytes()));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0));
+    assert!(
+        stderr.contains("1480 more warnings not shown; --json lists the first 1000"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("ok: 1 family, 1500 samples (openmetrics, 1500 warnings;"),
+        "{stderr}"
+    );
+    let document: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(document["warnings"].as_array().unwrap().len(), 1000);
+    assert_eq!(document["warnings_dropped"], 500);
+    assert_eq!(document["warnings"][0]["rule"], "value_range");
+    assert_eq!(document["warnings"][0]["line"], 2);
+}
+
+#[test]
+fn clear_errors_for_common_mistakes() {
+    let cases: &[(&[u8], &str)] = &[
+        (b"a 1e400\n", "1:3: value '1e400' is out of range for a 64-bit float"),
+        (b"\xef\xbb\xbfa 1\n", "1:1: body starts with a UTF-8 byte-order mark"),
+        (b"a 1 # {t=\"x\"} 2\nb{c=\"d\\q\"} 1\n", "1:5: exemplar (' # {"),
+        (b"a 1\n", ""),
+    ];
+    for (body, expected) in cases {
+        let output = epicenter(&["check", "metrics", "--format", "text"], Some(body));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if expected.is_empty() {
+            assert_eq!(output.status.code(), Some(0), "{stderr}");
+        } else {
+            assert_eq!(output.status.code(), Some(1), "{stderr}");
+            assert!(stderr.contains(expected), "expected {expected:?} in {stderr}");
+        }
+    }
+    let output = epicenter(&["check", "metrics", "--format", "openmetrics"], Some(b"up 1\n"));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("<stdin>:2:1: OpenMetrics body does not end with '# EOF'"));
 }
 
 #[test]
@@ -156,4 +242,26 @@ fn help_teaches_the_exit_codes() {
     for needle in ["Exit status", "--strict", "--json", "--format", "openmetrics"] {
         assert!(stdout.contains(needle), "--help lacks {needle}:\n{stdout}");
     }
+}
+
+#[test]
+fn the_readme_examples_behave_as_documented() {
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/examples");
+    let good = format!("{examples}/backend-jvm.prom");
+    let output = epicenter(&["check", "metrics", &good], None);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("ok: 10 families, 13 samples (text)"), "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+    let strict = epicenter(&["check", "metrics", "--strict", &good], None);
+    assert_eq!(strict.status.code(), Some(0));
+
+    let broken = format!("{examples}/broken.prom");
+    let output = epicenter(&["check", "metrics", &broken], None);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr.contains("broken.prom:3:57: invalid label value escape '\\8'"),
+        "{stderr}"
+    );
 }

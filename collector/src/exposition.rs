@@ -87,6 +87,15 @@ pub fn parse(body: &[u8], options: ParseOptions) -> Result<Exposition<'_>, Parse
         Ok(text) => text,
         Err(error) => return Err(utf8_error(body, error.valid_up_to())),
     };
+    if text.starts_with('\u{feff}') {
+        return Err(ParseError {
+            line: 1,
+            column: 1,
+            rule: Rule::Syntax,
+            message: "body starts with a UTF-8 byte-order mark (U+FEFF): exporters must not send one; remove it"
+                .to_string(),
+        });
+    }
     match options.format {
         FormatChoice::Text => parse_as(text, Format::Text, options.validation, false),
         FormatChoice::OpenMetrics => parse_as(text, Format::OpenMetrics, options.validation, false),

@@ -24,8 +24,13 @@ pub fn shared_dir(test: &str) -> Option<PathBuf> {
     if std::env::var_os("CI").is_some() {
         panic!("{test}: {} is missing; CI must provide ../shared", dir.display());
     }
+    let hint = if std::env::var_os("EPICENTER_SHARED").is_some() {
+        "EPICENTER_SHARED points at a missing folder"
+    } else {
+        "set EPICENTER_SHARED to the team's shared/ folder"
+    };
     eprintln!(
-        "{test}: SKIPPED for lack of test data: {} not found (set EPICENTER_SHARED)",
+        "{test}: SKIPPED for lack of test data: {} not found ({hint})",
         dir.display()
     );
     None

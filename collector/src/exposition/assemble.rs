@@ -11,15 +11,17 @@
 //! [`Validation::Strict`], a warning under [`Validation::Prometheus`].
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 
 use super::error::{show, ParseError, Rule};
 use super::model::{Exposition, Family, Format, Label, MetricType, Sample, Validation};
-use super::number::parse_value;
+use super::number::{format_value, parse_value};
 use super::syntax::{error_at, Line, LineReader, SampleLine};
 
-/// At most this many warnings are kept; the rest are counted in the last one's message.
+/// At most this many warnings are kept; the rest are counted in
+/// [`Exposition::warnings_dropped`].
 const MAX_WARNINGS: usize = 1000;
 
 /// Exemplar label sets are limited to 128 UTF-8 characters (OpenMetrics 1.0, "Exemplars").
@@ -148,9 +150,16 @@ impl<'a> Assembler<'a> {
             offset = next;
         }
         if self.format == Format::OpenMetrics && !eof_seen {
+            // Point at where `# EOF` is missing: the line after the last complete line.
+            let (line, column) = match text.rsplit_once('\n') {
+                _ if text.is_empty() => (1, 1),
+                Some((_, "")) => (line_no + 1, 1),
+                Some((_, last)) => (line_no, last.chars().count() as u32 + 1),
+                None => (1, text.chars().count() as u32 + 1),
+            };
             let error = ParseError {
-                line: line_no.max(1),
-                column: 1,
+                line,
+                column,
                 rule: Rule::MissingEof,
                 message: "OpenMetrics body does not end with '# EOF'".to_string(),
             };
@@ -469,20 +478,16 @@ impl<'a> Assembler<'a> {
             self.check_clashing_names()?;
         }
         let mut warnings = self.diagnostics.warnings;
-        if self.diagnostics.dropped_warnings > 0 {
-            if let Some(last) = warnings.last_mut() {
-                last.message.push_str(&format!(
-                    " (and {} more warnings not shown)",
-                    self.diagnostics.dropped_warnings
-                ));
-            }
-        }
+        // Family checks run after the body is read; report everything in body order.
+        warnings.sort_by_key(|warning| (warning.line, warning.column));
+
         Ok(Exposition {
             format: self.format,
             families: self.families,
             samples: self.samples,
             labels: self.labels,
             warnings,
+            warnings_dropped: self.diagnostics.dropped_warnings,
         })
     }
 
@@ -631,10 +636,13 @@ fn check_openmetrics_family(
     }
     let is_histogram = matches!(metric_type, MetricType::Histogram | MetricType::GaugeHistogram);
 
-    let mut previous_group: Option<u64> = None;
+    // The previous sample's metric, every metric seen so far (by label-set hash, compared
+    // exactly on a hash hit), and the histogram MetricPoint being read.
+    let mut previous: Option<Group<'_, '_>> = None;
     let mut previous_timestamp: Option<f64> = None;
-    let mut seen_groups: HashSet<u64, BuildHasherDefault<IdentityHasher>> = HashSet::default();
+    let mut seen_groups: HashMap<u64, Vec<Group<'_, '_>>> = HashMap::new();
     let mut histogram = HistogramRun::default();
+    let mut histogram_group: Option<Group<'_, '_>> = None;
 
     for sample in samples {
         let suffix = sample.name.strip_prefix(name).unwrap_or("");
@@ -795,13 +803,14 @@ fn check_openmetrics_family(
         }
 
         // Metrics (label sets) not interleaved; timestamps within a metric move forward.
-        let group = if metric_type == MetricType::Info {
-            0
+        let group: Group<'_, '_> = if metric_type == MetricType::Info {
+            (&[], None) // info metrics cannot be told apart (OpenMetrics 1.0, Info)
         } else {
-            group_hash(labels, skip_label)
+            (labels, skip_label)
         };
-        if previous_group != Some(group) {
-            if !seen_groups.insert(group) {
+        if !previous.is_some_and(|previous| same_group(previous, group)) {
+            let earlier = seen_groups.entry(group_hash(group)).or_default();
+            if earlier.iter().any(|&other| same_group(other, group)) {
                 diagnostics.violation(sample_error(
                     line_no,
                     Rule::Interleaved,
@@ -811,6 +820,8 @@ fn check_openmetrics_family(
                         show(name)
                     ),
                 ))?;
+            } else {
+                earlier.push(group);
             }
         } else if sample.timestamp.is_some() != previous_timestamp.is_some() {
             diagnostics.violation(sample_error(
@@ -835,23 +846,26 @@ fn check_openmetrics_family(
         }
 
         if is_histogram && !suffix.is_empty() {
-            let key = (group, sample.timestamp.map(f64::to_bits));
-            if histogram.key != Some(key) {
-                if histogram.key.is_some() {
+            let timestamp_bits = sample.timestamp.map(f64::to_bits);
+            let same_point = histogram_group.is_some_and(|current| same_group(current, group))
+                && histogram.timestamp_bits == timestamp_bits;
+            if !same_point {
+                if histogram_group.is_some() {
                     check_histogram_run(&histogram, metric_type, name, diagnostics)?;
                 }
+                histogram_group = Some(group);
                 histogram = HistogramRun {
-                    key: Some(key),
+                    timestamp_bits,
                     line: line_no,
                     ..HistogramRun::default()
                 };
             }
             add_to_histogram_run(&mut histogram, suffix, sample, labels, name, diagnostics)?;
         }
-        previous_group = Some(group);
+        previous = Some(group);
         previous_timestamp = sample.timestamp;
     }
-    if histogram.key.is_some() {
+    if histogram_group.is_some() {
         check_histogram_run(&histogram, metric_type, name, diagnostics)?;
     }
     Ok(())
@@ -878,8 +892,10 @@ fn add_to_histogram_run(
                         sample.line,
                         Rule::HistogramStructure,
                         format!(
-                            "buckets of '{}' out of order: le={bound} after le={previous}",
-                            show(name)
+                            "buckets of '{}' out of order: le=\"{}\" after le=\"{}\"",
+                            show(name),
+                            number_text(bound),
+                            number_text(previous)
                         ),
                     ))?;
                 }
@@ -976,7 +992,7 @@ fn check_histogram_run(
 /// One histogram MetricPoint (same labels and timestamp) while it is being read.
 #[derive(Default)]
 struct HistogramRun {
-    key: Option<(u64, Option<u64>)>,
+    timestamp_bits: Option<u64>,
     line: u32,
     last_bound: Option<f64>,
     last_bucket_value: f64,
@@ -984,6 +1000,13 @@ struct HistogramRun {
     count: Option<f64>,
     sum: Option<f64>,
     gsum: Option<f64>,
+}
+
+/// A number as OpenMetrics spells it (`+Inf`, `NaN`, shortest decimal), for messages.
+fn number_text(value: f64) -> String {
+    let mut text = String::new();
+    format_value(value, &mut text);
+    text
 }
 
 fn sample_error(line: u32, rule: Rule, message: String) -> ParseError {
@@ -1037,63 +1060,55 @@ fn describe_labels(labels: &[Label<'_>], skip: Option<&str>) -> String {
     format!("{{{}}}", inner.join(","))
 }
 
-/// Order-independent hash of a label set without `skip` (the label that varies inside one
-/// MetricPoint: `le`, `quantile` or the stateset's state label).
-fn group_hash(labels: &[Label<'_>], skip: Option<&str>) -> u64 {
-    let mut combined: u64 = 0x9e37_79b9_7f4a_7c15;
-    for label in labels {
-        if Some(label.name.as_ref()) == skip {
-            continue;
+/// A metric inside a family: its labels and the one label that varies inside a MetricPoint
+/// (`le`, `quantile` or the stateset's state label), which does not identify the metric.
+type Group<'s, 'a> = (&'s [Label<'a>], Option<&'s str>);
+
+fn group_labels<'s, 'a>(group: Group<'s, 'a>) -> impl Iterator<Item = &'s Label<'a>> {
+    let (labels, skip) = group;
+    labels.iter().filter(move |label| Some(label.name.as_ref()) != skip)
+}
+
+/// Whether two samples belong to the same metric: equal label sets (in any order) once the
+/// varying label is left out.
+fn same_group(left: Group<'_, '_>, right: Group<'_, '_>) -> bool {
+    // Fast path: same labels in the same order, as exporters print them.
+    let mut in_order = true;
+    let mut left_count = 0;
+    let mut right_labels = group_labels(right);
+    for label in group_labels(left) {
+        left_count += 1;
+        if in_order && right_labels.next() != Some(label) {
+            in_order = false;
         }
-        let mut hasher = FxHasher64::default();
-        hasher.write(label.name.as_bytes());
-        hasher.write_u8(0xff);
-        hasher.write(label.value.as_bytes());
-        combined = combined.wrapping_add(hasher.finish().wrapping_mul(0x2545_f491_4f6c_dd1d) | 1);
+    }
+    if in_order && right_labels.next().is_none() {
+        return true;
+    }
+    if group_labels(right).count() != left_count {
+        return false;
+    }
+    // Label names are unique within a set, so equal sizes plus inclusion means equality.
+    let mut left_sorted: Vec<&Label<'_>> = group_labels(left).collect();
+    let mut right_sorted: Vec<&Label<'_>> = group_labels(right).collect();
+    left_sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    right_sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    left_sorted == right_sorted
+}
+
+/// Order-independent hash of a metric's labels; equal groups hash equally. Hits are confirmed
+/// with [`same_group`], so a collision can never merge two metrics.
+fn group_hash(group: Group<'_, '_>) -> u64 {
+    let mut combined: u64 = 0;
+    for label in group_labels(group) {
+        let mut hasher = DefaultHasher::new();
+        label.name.hash(&mut hasher);
+        label.value.hash(&mut hasher);
+        // splitmix64 finaliser, so that summing per-label hashes keeps them well spread.
+        let mut mixed = hasher.finish().wrapping_add(0x9e37_79b9_7f4a_7c15);
+        mixed = (mixed ^ (mixed >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        mixed = (mixed ^ (mixed >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        combined = combined.wrapping_add(mixed ^ (mixed >> 31));
     }
     combined
-}
-
-/// The multiply-rotate hash rustc uses (FxHash), for label-set fingerprints.
-#[derive(Default)]
-struct FxHasher64 {
-    hash: u64,
-}
-
-impl Hasher for FxHasher64 {
-    fn write(&mut self, bytes: &[u8]) {
-        const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let word = u64::from_le_bytes(chunk.try_into().expect("chunk of 8"));
-            self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(SEED);
-        }
-        for &byte in chunks.remainder() {
-            self.hash = (self.hash.rotate_left(5) ^ u64::from(byte)).wrapping_mul(SEED);
-        }
-    }
-
-    fn finish(&self) -> u64 {
-        self.hash
-    }
-}
-
-/// Hasher for keys that are already hashes.
-#[derive(Default)]
-struct IdentityHasher(u64);
-
-impl Hasher for IdentityHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 = (self.0 << 8) | u64::from(byte);
-        }
-    }
-
-    fn write_u64(&mut self, value: u64) {
-        self.0 = value;
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
 }

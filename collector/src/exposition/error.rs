@@ -83,11 +83,12 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
-/// Shows a token for an error message: at most 40 characters, control characters escaped.
+/// Shows a token for an error message: at most 120 characters (metric names fit whole),
+/// control characters escaped.
 pub(crate) fn show(token: &str) -> String {
     let mut shown = String::new();
     for (count, character) in token.chars().enumerate() {
-        if count == 40 {
+        if count == 120 {
             shown.push('…');
             break;
         }

@@ -174,8 +174,21 @@ impl Sample<'_> {
     /// The timestamp in whole milliseconds since the epoch (rounded to nearest), as Prometheus
     /// stores it. Exact for text 0.0.4 bodies, whose timestamps are integer milliseconds.
     pub fn timestamp_ms(&self) -> Option<i64> {
-        self.timestamp.map(|seconds| (seconds * 1000.0).round() as i64)
+        self.timestamp.map(seconds_to_millis)
     }
+}
+
+/// Whole milliseconds for `seconds`: the integer `ms` with `ms / 1000 == seconds` when there is
+/// one (every text 0.0.4 timestamp), else the nearest. Rounding `seconds * 1000` alone is off by
+/// one for timestamps beyond about 4.4e15 ms, where that product is not exact.
+pub(crate) fn seconds_to_millis(seconds: f64) -> i64 {
+    let nearest = (seconds * 1000.0).round();
+    for candidate in [nearest, nearest - 1.0, nearest + 1.0] {
+        if candidate / 1000.0 == seconds {
+            return candidate as i64;
+        }
+    }
+    nearest as i64
 }
 
 /// A metric family: metadata plus the samples that belong to it.
@@ -209,8 +222,10 @@ pub struct Exposition<'a> {
     pub samples: Vec<Sample<'a>>,
     /// Every label of every sample and exemplar.
     pub labels: Vec<Label<'a>>,
-    /// Violations tolerated under [`Validation::Prometheus`], in the order found.
+    /// Violations tolerated under [`Validation::Prometheus`], in body order (at most 1,000).
     pub warnings: Vec<super::ParseError>,
+    /// Warnings found beyond the 1,000 kept in [`Exposition::warnings`].
+    pub warnings_dropped: usize,
 }
 
 impl<'a> Exposition<'a> {
@@ -230,6 +245,11 @@ impl<'a> Exposition<'a> {
             .iter()
             .find(|label| label.name == name)
             .map(|label| label.value.as_ref())
+    }
+
+    /// Number of warnings found, including those not kept.
+    pub fn warning_count(&self) -> usize {
+        self.warnings.len() + self.warnings_dropped
     }
 
     /// Total number of samples in the body.

@@ -20,7 +20,9 @@ pub(crate) fn parse_value(token: &str) -> Option<f64> {
         return Some(integer as f64);
     }
     if is_decimal(bytes) {
-        return token.parse().ok();
+        // A decimal that overflows f64 (`1e400`) is an error, as Go's ParseFloat reports a
+        // range error for it; only the spelled-out infinities mean infinity.
+        return token.parse().ok().filter(|value: &f64| value.is_finite());
     }
     special(bytes)
 }

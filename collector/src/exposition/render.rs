@@ -35,7 +35,7 @@ fn render_family(exposition: &Exposition<'_>, family: &Family<'_>, format: Forma
         }
         (_, metric_type) => metric_type.as_str(),
     };
-    if family.metric_type != MetricType::Unknown || format == Format::OpenMetrics {
+    {
         out.push_str("# TYPE ");
         write_metadata_name(&family.name, out);
         out.push(' ');

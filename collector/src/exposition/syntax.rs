@@ -9,10 +9,15 @@
 //! ` # `. Both accept Prometheus 3's quoted UTF-8 names (`{"my.metric", "dc.name"="x"}`).
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 
 use super::error::{show, ParseError, Rule};
 use super::model::{Exemplar, Format, Label, LabelRange, MetricType};
 use super::number::{parse_decimal, parse_millis, parse_value};
+
+/// Label sets up to this size are checked for duplicate names by a linear scan; larger ones
+/// (a body with thousands of labels on a line) switch to a hash set to stay linear.
+const LINEAR_DUPLICATE_CHECK: usize = 32;
 
 /// What one line says.
 #[derive(Debug)]
@@ -401,6 +406,13 @@ impl<'a> LineReader<'a> {
                 let at = self.pos;
                 let token = self.token();
                 let Some(millis) = parse_millis(token) else {
+                    if token == "#" && self.rest().starts_with(" {") {
+                        return Err(self.error(
+                            at,
+                            Rule::Syntax,
+                            "exemplar (' # {…}') in a text 0.0.4 body: exemplars exist only in OpenMetrics (use --format openmetrics, and end the body with '# EOF')".to_string(),
+                        ));
+                    }
                     return Err(self.error(
                         at,
                         Rule::Syntax,
@@ -475,6 +487,13 @@ impl<'a> LineReader<'a> {
                     "native histogram value '{count:…}' is OpenMetrics 2.0 draft syntax; epicenter reads OpenMetrics 1.0 and text 0.0.4".to_string(),
                 ));
             }
+            if token.parse::<f64>().is_ok_and(f64::is_infinite) && token.bytes().any(|byte| byte.is_ascii_digit()) {
+                return Err(self.error(
+                    at,
+                    Rule::Syntax,
+                    format!("{what} '{}' is out of range for a 64-bit float", show(token)),
+                ));
+            }
             let hint = if what == "value" {
                 ""
             } else {
@@ -527,6 +546,7 @@ impl<'a> LineReader<'a> {
         mut metric_name: Option<&mut Option<Cow<'a, str>>>,
     ) -> Result<(), ParseError> {
         let set_start = labels.len();
+        let mut seen_names: Option<HashSet<Cow<'a, str>>> = None;
         self.pos += 1; // '{'
         let mut after_comma = false;
         let mut first = true;
@@ -616,7 +636,15 @@ impl<'a> LineReader<'a> {
                     "label name '__name__' is reserved for the metric name".to_string(),
                 ));
             }
-            if labels[set_start..].iter().any(|label| label.name == label_name) {
+            // Linear scan for the usual handful of labels; a set once a body has many.
+            let duplicate = if labels.len() - set_start < LINEAR_DUPLICATE_CHECK {
+                labels[set_start..].iter().any(|label| label.name == label_name)
+            } else {
+                let names = seen_names
+                    .get_or_insert_with(|| labels[set_start..].iter().map(|label| label.name.clone()).collect());
+                !names.insert(label_name.clone())
+            };
+            if duplicate {
                 return Err(self.error(
                     name_at,
                     Rule::DuplicateLabel,
@@ -745,8 +773,8 @@ pub(crate) fn error_at(line: &str, line_no: u32, at: usize, rule: Rule, message:
     }
 }
 
-/// HELP text: `\\` and `\n` decoded (and `\"` in OpenMetrics); any other backslash is kept,
-/// as both reference parsers do.
+/// HELP text: `\\`, `\n` and `\"` decoded (OpenMetrics defines all three; expfmt also
+/// decodes `\"` in text HELP); any other backslash is kept, as both reference parsers do.
 fn unescape_help(text: &str) -> Cow<'_, str> {
     if !text.contains('\\') {
         return Cow::Borrowed(text);
