@@ -339,6 +339,26 @@ const REDIS_ERRORS: &[&str] = &[
     r#"ERR wrong number of arguments for \"hset\""#,
 ];
 
+/// Where a JVM application's series come from: the placement labels every Micrometer family
+/// in the body carries.
+const JVM_ORIGIN: &[Origin] = &[
+    Origin::Application,
+    Origin::Instance,
+    Origin::Dc,
+    Origin::Host,
+    Origin::Pod,
+];
+
+/// G1 memory pool names as the JVM reports them (Micrometer's `id` tag).
+const JVM_MEMORY_POOLS: &[&str] = &[
+    "G1 Eden Space",
+    "G1 Old Gen",
+    "G1 Survivor Space",
+    "Metaspace",
+    "CodeCache",
+    "Compressed Class Space",
+];
+
 /// The families every application namespace exports, in print order.
 const TEMPLATES: &[Template] = &[
     // ---- JVM services, Micrometer's Prometheus registry ----
@@ -377,26 +397,10 @@ const TEMPLATES: &[Template] = &[
         help: "The amount of used memory",
         shape: Shape::Gauge(Magnitude::Bytes),
         style: Style::Java,
-        origin: &[
-            Origin::Application,
-            Origin::Instance,
-            Origin::Dc,
-            Origin::Host,
-            Origin::Pod,
-        ],
+        origin: JVM_ORIGIN,
         dims: &[
             Dim::Pick("area", &["heap", "nonheap"]),
-            Dim::Pick(
-                "id",
-                &[
-                    "G1 Eden Space",
-                    "G1 Old Gen",
-                    "G1 Survivor Space",
-                    "Metaspace",
-                    "CodeCache",
-                    "Compressed Class Space",
-                ],
-            ),
+            Dim::Pick("id", JVM_MEMORY_POOLS),
         ],
         series: (12, 60),
         timestamps: false,
@@ -406,26 +410,10 @@ const TEMPLATES: &[Template] = &[
         help: "The maximum amount of memory in bytes that can be used for memory management",
         shape: Shape::Gauge(Magnitude::Bytes),
         style: Style::Java,
-        origin: &[
-            Origin::Application,
-            Origin::Instance,
-            Origin::Dc,
-            Origin::Host,
-            Origin::Pod,
-        ],
+        origin: JVM_ORIGIN,
         dims: &[
             Dim::Pick("area", &["heap", "nonheap"]),
-            Dim::Pick(
-                "id",
-                &[
-                    "G1 Eden Space",
-                    "G1 Old Gen",
-                    "G1 Survivor Space",
-                    "Metaspace",
-                    "CodeCache",
-                    "Compressed Class Space",
-                ],
-            ),
+            Dim::Pick("id", JVM_MEMORY_POOLS),
         ],
         series: (12, 60),
         timestamps: false,
@@ -469,13 +457,7 @@ const TEMPLATES: &[Template] = &[
         help: "Incremented for an increase in the size of the (young) heap memory pool after one GC to before the next",
         shape: Shape::Counter(Magnitude::Bytes),
         style: Style::Java,
-        origin: &[
-            Origin::Application,
-            Origin::Instance,
-            Origin::Dc,
-            Origin::Host,
-            Origin::Pod,
-        ],
+        origin: JVM_ORIGIN,
         dims: &[],
         series: (6, 30),
         timestamps: false,
@@ -505,13 +487,7 @@ const TEMPLATES: &[Template] = &[
         help: "The recent cpu usage for the Java Virtual Machine process",
         shape: Shape::Gauge(Magnitude::Ratio),
         style: Style::Java,
-        origin: &[
-            Origin::Application,
-            Origin::Instance,
-            Origin::Dc,
-            Origin::Host,
-            Origin::Pod,
-        ],
+        origin: JVM_ORIGIN,
         dims: &[],
         series: (6, 30),
         timestamps: false,
@@ -521,13 +497,7 @@ const TEMPLATES: &[Template] = &[
         help: "Start time of the process since unix epoch",
         shape: Shape::Gauge(Magnitude::Epoch),
         style: Style::Java,
-        origin: &[
-            Origin::Application,
-            Origin::Instance,
-            Origin::Dc,
-            Origin::Host,
-            Origin::Pod,
-        ],
+        origin: JVM_ORIGIN,
         dims: &[],
         series: (6, 30),
         timestamps: false,
@@ -666,13 +636,7 @@ const TEMPLATES: &[Template] = &[
         help: "The total amount of memory currently allocated",
         shape: Shape::Gauge(Magnitude::Bytes),
         style: Style::Go,
-        origin: &[
-            Origin::Application,
-            Origin::Instance,
-            Origin::Dc,
-            Origin::Host,
-            Origin::Pod,
-        ],
+        origin: JVM_ORIGIN,
         dims: &[Dim::Pick("kind", &["processes", "system"])],
         series: (6, 30),
         timestamps: false,
@@ -682,13 +646,7 @@ const TEMPLATES: &[Template] = &[
         help: "The number of processes currently existing at the local node",
         shape: Shape::Gauge(Magnitude::Count),
         style: Style::Go,
-        origin: &[
-            Origin::Application,
-            Origin::Instance,
-            Origin::Dc,
-            Origin::Host,
-            Origin::Pod,
-        ],
+        origin: JVM_ORIGIN,
         dims: &[],
         series: (6, 30),
         timestamps: false,
@@ -708,13 +666,7 @@ const TEMPLATES: &[Template] = &[
         help: "Total reductions",
         shape: Shape::Counter(Magnitude::Count),
         style: Style::Go,
-        origin: &[
-            Origin::Application,
-            Origin::Instance,
-            Origin::Dc,
-            Origin::Host,
-            Origin::Pod,
-        ],
+        origin: JVM_ORIGIN,
         dims: &[],
         series: (6, 30),
         timestamps: false,
@@ -744,13 +696,7 @@ const TEMPLATES: &[Template] = &[
         help: "Information about wall clock",
         shape: Shape::Untyped(Magnitude::Count),
         style: Style::Go,
-        origin: &[
-            Origin::Application,
-            Origin::Instance,
-            Origin::Dc,
-            Origin::Host,
-            Origin::Pod,
-        ],
+        origin: JVM_ORIGIN,
         dims: &[],
         series: (6, 30),
         timestamps: false,
