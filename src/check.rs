@@ -1,10 +1,11 @@
-//! `epicenter check …`: validate a metrics body (and, later, a config file).
+//! `epicenter check …`: validate a metrics body or a configuration file.
 
 use std::io::{BufWriter, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
+use epicenter_collector::config::{Config, PromDuration};
 use epicenter_collector::exposition::{parse, Exposition, FormatChoice, LabelRange, ParseOptions, Rule, Validation};
 
 /// Warnings printed on stderr before the rest are summarised in one line.
@@ -34,6 +35,28 @@ pub(crate) enum CheckCommand {
     ///   epicenter check metrics --json body.txt | jq '.families[].name'
     #[command(verbatim_doc_comment)]
     Metrics(MetricsArgs),
+
+    /// Check an epicenter configuration file without starting anything.
+    ///
+    /// Reads the YAML (Prometheus-shaped `global` and `scrape_configs`, plus `storage`,
+    /// `batching` and `placement`), then checks what needs no network: intervals and timeouts,
+    /// targets (host:port), relabel rules (regexes compile, actions have what they need),
+    /// storage choices. Every problem is printed with its key path; unknown keys are errors.
+    ///
+    /// Exit status: 0 valid, 1 invalid, 2 bad arguments, 3 the file cannot be read.
+    ///
+    /// Example:
+    ///   epicenter check config docs/examples/epicenter.yml
+    #[command(verbatim_doc_comment)]
+    Config(ConfigArgs),
+}
+
+/// Arguments of `epicenter check config`.
+#[derive(Args, Debug)]
+pub(crate) struct ConfigArgs {
+    /// The configuration file (YAML).
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
 }
 
 /// Arguments of `epicenter check metrics`.
@@ -73,7 +96,72 @@ enum FormatArg {
 pub(crate) fn run(command: CheckCommand) -> ExitCode {
     match command {
         CheckCommand::Metrics(args) => check_metrics(args),
+        CheckCommand::Config(args) => check_config(&args),
     }
+}
+
+fn check_config(args: &ConfigArgs) -> ExitCode {
+    let source = args.file.display().to_string();
+    let text = match std::fs::read_to_string(&args.file) {
+        Ok(text) => text,
+        Err(error) => {
+            eprintln!("error: cannot read {source}: {error}");
+            return ExitCode::from(EXIT_UNREADABLE);
+        }
+    };
+    let config = match Config::from_yaml(&text) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("error: {source}:{error}");
+            return ExitCode::from(1);
+        }
+    };
+    let jobs = match config.validate() {
+        Ok(jobs) => jobs,
+        Err(errors) => {
+            for error in &errors {
+                eprintln!("error: {source}: {error}");
+            }
+            eprintln!("{source}: {} found", plural(errors.len(), "problem", "problems"));
+            return ExitCode::from(1);
+        }
+    };
+    let static_targets: usize = jobs
+        .iter()
+        .flat_map(|job| &job.config.static_configs)
+        .map(|static_config| static_config.targets.len())
+        .sum();
+    let file_patterns: usize = jobs
+        .iter()
+        .flat_map(|job| &job.config.file_sd_configs)
+        .map(|file_sd| file_sd.files.len())
+        .sum();
+    let storage = match &config.storage.clickhouse {
+        Some(clickhouse) => format!("ClickHouse at {} (database {})", clickhouse.url, clickhouse.database),
+        None => format!("embedded at {}", config.storage.embedded_path().display()),
+    };
+    eprintln!(
+        "{source}: ok: {}, {}{}, storage {storage}, retention {}",
+        plural(jobs.len(), "job", "jobs"),
+        plural(static_targets, "static target", "static targets"),
+        if file_patterns > 0 {
+            format!(" + {}", plural(file_patterns, "file_sd pattern", "file_sd patterns"))
+        } else {
+            String::new()
+        },
+        PromDuration(config.storage.retention()),
+    );
+    for job in &jobs {
+        eprintln!(
+            "  job {}: every {} (timeout {}), {} relabel and {} metric relabel steps",
+            job.config.job_name,
+            PromDuration(job.interval),
+            PromDuration(job.timeout),
+            job.relabel.len(),
+            job.metric_relabel.len()
+        );
+    }
+    ExitCode::SUCCESS
 }
 
 fn check_metrics(args: MetricsArgs) -> ExitCode {

@@ -2,7 +2,10 @@
 //!
 //! Today this crate holds the exposition parser ([`exposition`]): the code that turns what a
 //! `/metrics` endpoint prints (Prometheus text format 0.0.4 or OpenMetrics 1.0) into metric
-//! families and samples. Scraping, relabeling, batching and the ClickHouse/chDB sinks land here
-//! next (see `../shared/DESIGN.md`, Components).
+//! families and samples; the configuration ([`config`]) and Prometheus-compatible relabeling
+//! ([`relabel`]). Scraping, batching and the ClickHouse/chDB sinks land here next (see
+//! `../shared/DESIGN.md`, Components).
 
+pub mod config;
 pub mod exposition;
+pub mod relabel;

@@ -1,0 +1,75 @@
+//! `epicenter check config`: the example configuration stays valid, and problems are
+//! reported with their key paths.
+
+#![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
+
+use std::process::{Command, Output};
+
+fn check_config(path: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["check", "config", path])
+        .output()
+        .expect("run epicenter")
+}
+
+fn write_temp(name: &str, text: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("epicenter-config-{}-{name}", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn the_example_configuration_is_valid() {
+    let output = check_config(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/examples/epicenter.yml"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("ok: 2 jobs, 2 static targets + 1 file_sd pattern, storage embedded at ./data"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("job redis: every 5s (timeout 4s), 1 relabel and 1 metric relabel steps"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_misspelt_key_is_named_with_its_path_and_line() {
+    let path = write_temp(
+        "misspelt.yml",
+        "scrape_configs:\n  - job_name: a\n    scrape_intervall: 5s\n",
+    );
+    let output = check_config(path.to_str().unwrap());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr.contains(":3:5: scrape_configs[0].scrape_intervall: unknown field `scrape_intervall`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn every_validation_problem_is_listed() {
+    let text = "global: {scrape_interval: 5s}\nscrape_configs:\n  - job_name: a\n    static_configs: [{targets: [localhost]}]\n    relabel_configs: [{action: labelmap, regex: '('}]\n";
+    let path = write_temp("invalid.yml", text);
+    let output = check_config(path.to_str().unwrap());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr.contains("scrape_configs[0].static_configs[0].targets[0]: 'localhost' has no port"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("scrape_configs[0].relabel_configs[0].regex: invalid regular expression '(': unclosed group"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("2 problems found"), "{stderr}");
+}
+
+#[test]
+fn a_missing_file_exits_three() {
+    let output = check_config("/nonexistent/epicenter.yml");
+    assert_eq!(output.status.code(), Some(3));
+}
