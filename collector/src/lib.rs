@@ -9,3 +9,4 @@
 pub mod config;
 pub mod exposition;
 pub mod relabel;
+pub mod scrape;

@@ -1,0 +1,655 @@
+//! Scraping: a job's targets, one scrape of a target into rows, and each target's schedule.
+//!
+//! Follows Prometheus's scrape semantics (`scrape/target.go`, `scrape/scrape.go`): targets get
+//! `__address__`, `__scheme__`, `__metrics_path__`, `__param_<name>` and `job` before
+//! `relabel_configs`; `instance` defaults to `__address__`; labels starting with `__` are
+//! removed afterwards. A scrape sends `Accept` preferring OpenMetrics, reads at most
+//! `body_size_limit` bytes of the (gunzipped) body within `scrape_timeout`, parses it as the
+//! `Content-Type` says, applies `metric_relabel_configs`, attaches the target's labels
+//! (`exported_<name>` on clashes unless `honor_labels`), enforces `sample_limit` and
+//! `label_limit`, and adds the synthetic series `up`, `scrape_duration_seconds`,
+//! `scrape_samples_scraped`, `scrape_samples_post_metric_relabeling` and
+//! `scrape_series_added`. Any failure fails the whole scrape (`up` 0, with the reason) and
+//! touches no other target.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::config::{Job, PlacementConfig, Scheme};
+use crate::exposition::{parse, FormatChoice, ParseOptions, Validation};
+use crate::relabel::{process, Labels};
+
+/// `Accept` header of every scrape: OpenMetrics 1.0 first, then text 0.0.4 (what Prometheus
+/// sends with its default protocols).
+pub const ACCEPT: &str = "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4,*/*;q=0.1";
+
+/// A target after relabeling: what to scrape and the labels its series get.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    /// The job's name.
+    pub job: String,
+    /// Full URL: scheme, address, path and query parameters.
+    pub url: String,
+    /// Labels attached to every series of the target (`job`, `instance`, static labels), with
+    /// `__`-prefixed labels removed.
+    pub labels: Labels,
+    /// A stable hash of job and labels: the schedule offset comes from it.
+    pub identity: u64,
+}
+
+impl Target {
+    /// The `instance` label.
+    pub fn instance(&self) -> &str {
+        self.labels.get("instance").map_or("", String::as_str)
+    }
+}
+
+/// Builds a job's targets from its static configs and `relabel_configs`. Returns the targets
+/// and how many relabeling dropped.
+pub fn targets_for_job(job: &Job) -> (Vec<Target>, usize) {
+    let config = &job.config;
+    let mut targets = Vec::new();
+    let mut dropped = 0;
+    for group in &config.static_configs {
+        for address in &group.targets {
+            let mut labels: Labels = group.labels.clone();
+            let defaults = [
+                ("__address__", address.clone()),
+                ("__scheme__", scheme_name(config.scheme).to_string()),
+                ("__metrics_path__", config.metrics_path.clone()),
+                ("job", config.job_name.clone()),
+            ];
+            for (name, value) in defaults {
+                labels.entry(name.to_string()).or_insert(value);
+            }
+            for (name, values) in &config.params {
+                if let Some(first) = values.first() {
+                    labels.entry(format!("__param_{name}")).or_insert_with(|| first.clone());
+                }
+            }
+            match process(&job.relabel, labels).and_then(finish_target) {
+                Some(target) => targets.push(target),
+                None => dropped += 1,
+            }
+        }
+    }
+    (targets, dropped)
+}
+
+fn scheme_name(scheme: Scheme) -> &'static str {
+    match scheme {
+        Scheme::Http => "http",
+        Scheme::Https => "https",
+    }
+}
+
+/// Turns relabeled labels into a target: URL from the `__` labels, `instance` defaulted,
+/// `__` labels removed. `None` without an address.
+fn finish_target(mut labels: Labels) -> Option<Target> {
+    let address = labels.get("__address__")?.clone();
+    let scheme = labels.get("__scheme__").cloned().unwrap_or_else(|| "http".to_string());
+    let path = labels
+        .get("__metrics_path__")
+        .cloned()
+        .unwrap_or_else(|| "/metrics".to_string());
+    let query: Vec<String> = labels
+        .iter()
+        .filter_map(|(name, value)| {
+            name.strip_prefix("__param_")
+                .map(|param| format!("{}={}", url_escape(param), url_escape(value)))
+        })
+        .collect();
+    let mut url = format!("{scheme}://{address}{path}");
+    if !query.is_empty() {
+        url.push('?');
+        url.push_str(&query.join("&"));
+    }
+    labels.entry("instance".to_string()).or_insert(address);
+    labels.retain(|name, _| !name.starts_with("__"));
+    let job = labels.get("job").cloned().unwrap_or_default();
+    let mut identity_text = url.clone();
+    for (name, value) in &labels {
+        identity_text.push('\u{0}');
+        identity_text.push_str(name);
+        identity_text.push('=');
+        identity_text.push_str(value);
+    }
+    Some(Target {
+        job,
+        url,
+        labels,
+        identity: fnv1a(identity_text.as_bytes()),
+    })
+}
+
+fn url_escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
+            escaped.push(byte as char);
+        } else {
+            escaped.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    escaped
+}
+
+/// FNV-1a, 64 bits: stable across runs and builds (schedule offsets and series ids must not
+/// change when the binary is rebuilt).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &byte in bytes {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// Stable id of a series: FNV-1a over its name and sorted labels.
+pub fn series_id(name: &str, labels: &Labels) -> u64 {
+    let mut text = String::with_capacity(64);
+    text.push_str(name);
+    for (label, value) in labels {
+        text.push('\u{0}');
+        text.push_str(label);
+        text.push('=');
+        text.push_str(value);
+    }
+    fnv1a(text.as_bytes())
+}
+
+/// Where a series runs, from the placement labels.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Placement {
+    /// Datacenter (`placement.dc_label`), empty when unknown.
+    pub dc: String,
+    /// Host (`placement.host_label`, else the host part of `instance`).
+    pub host: String,
+    /// Service (`placement.service_label`), empty when unknown.
+    pub service: String,
+}
+
+impl Placement {
+    /// Reads the placement of a series from its labels.
+    pub fn of(labels: &Labels, config: &PlacementConfig) -> Placement {
+        let get = |name: &str| labels.get(name).cloned().unwrap_or_default();
+        let mut host = get(&config.host_label);
+        if host.is_empty() && config.host_from_instance {
+            if let Some(instance) = labels.get("instance") {
+                host = match instance.rsplit_once(':') {
+                    Some((name, port)) if port.bytes().all(|byte| byte.is_ascii_digit()) => name.to_string(),
+                    _ => instance.clone(),
+                };
+                host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+            }
+        }
+        Placement {
+            dc: get(&config.dc_label),
+            host,
+            service: get(&config.service_label),
+        }
+    }
+}
+
+/// One stored sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleRow {
+    /// Sample time in milliseconds since the epoch (the exposition's timestamp when
+    /// `honor_timestamps`, else the scrape's start).
+    pub timestamp_ms: i64,
+    /// Metric (sample) name.
+    pub name: String,
+    /// All labels of the series except the name, including `job`, `instance` and placement.
+    pub labels: Labels,
+    /// The value.
+    pub value: f64,
+    /// [`series_id`] of the series.
+    pub series_id: u64,
+    /// Datacenter, host and service of the series.
+    pub placement: Placement,
+}
+
+/// One scrape's health, as the `scrapes` table stores it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScrapeReport {
+    /// Scrape start, milliseconds since the epoch.
+    pub timestamp_ms: i64,
+    /// Job name.
+    pub job: String,
+    /// `instance` label.
+    pub instance: String,
+    /// Target placement.
+    pub placement: Placement,
+    /// Whether the scrape succeeded.
+    pub up: bool,
+    /// Wall time of the scrape, seconds.
+    pub duration_seconds: f64,
+    /// Samples in the body.
+    pub samples_scraped: u64,
+    /// Samples kept after `metric_relabel_configs`.
+    pub samples_post_metric_relabeling: u64,
+    /// Series not present in the target's previous scrape.
+    pub series_added: u64,
+    /// Why the scrape failed.
+    pub error: Option<String>,
+}
+
+/// What one scrape produced: its rows (including the synthetic series) and its report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScrapeOutcome {
+    /// Sample rows, body samples first, then the five synthetic series.
+    pub rows: Vec<SampleRow>,
+    /// Health of the scrape.
+    pub report: ScrapeReport,
+}
+
+/// Per-target memory between scrapes (series seen last time, for `scrape_series_added`).
+#[derive(Debug, Default)]
+pub struct TargetState {
+    previous_series: HashSet<u64>,
+}
+
+/// Settings shared by every scrape of a collector.
+#[derive(Debug, Clone)]
+pub struct ScrapeContext {
+    /// Placement label names.
+    pub placement: PlacementConfig,
+    /// `global.external_labels`.
+    pub external_labels: Labels,
+}
+
+/// Why a scrape failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScrapeError {
+    /// No answer within `scrape_timeout`.
+    #[error("scrape timed out after {0:?}")]
+    Timeout(Duration),
+    /// Connection or protocol failure.
+    #[error("request failed: {0}")]
+    Request(String),
+    /// Non-2xx HTTP status.
+    #[error("server returned HTTP status {0}")]
+    Status(String),
+    /// Body larger than `body_size_limit`.
+    #[error("body larger than body_size_limit ({limit} bytes)")]
+    BodyTooLarge {
+        /// The configured limit, bytes.
+        limit: u64,
+    },
+    /// The body is not a valid exposition.
+    #[error("invalid body: {0}")]
+    Parse(String),
+    /// More samples than `sample_limit` after metric relabeling.
+    #[error("sample_limit exceeded: {count} samples > {limit}")]
+    SampleLimit {
+        /// Samples after relabeling.
+        count: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A series with more labels than `label_limit`.
+    #[error("label_limit exceeded: series '{series}' has {count} labels > {limit}")]
+    LabelLimit {
+        /// The series' name.
+        series: String,
+        /// Its label count (name included).
+        count: u64,
+        /// The limit.
+        limit: u64,
+    },
+}
+
+/// HTTP client shared by all scrapes.
+#[derive(Debug, Clone)]
+pub struct Scraper {
+    client: reqwest::Client,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as i64)
+}
+
+impl Scraper {
+    /// A scraper with gzip and connection reuse. Errors if the HTTP client cannot be built.
+    pub fn new() -> Result<Scraper, ScrapeError> {
+        let client = reqwest::Client::builder()
+            .user_agent(concat!("epicenter/", env!("CARGO_PKG_VERSION")))
+            .gzip(true)
+            .build()
+            .map_err(|error| ScrapeError::Request(error.to_string()))?;
+        Ok(Scraper { client })
+    }
+
+    /// Scrapes `target` once.
+    pub async fn scrape(
+        &self,
+        target: &Target,
+        job: &Job,
+        context: &ScrapeContext,
+        state: &mut TargetState,
+    ) -> ScrapeOutcome {
+        let started_ms = now_ms();
+        let started = Instant::now();
+        let fetched = tokio::time::timeout(job.timeout, self.fetch(target, job)).await;
+        let body = match fetched {
+            Ok(Ok(body)) => Ok(body),
+            Ok(Err(error)) => Err(error),
+            Err(_) => Err(ScrapeError::Timeout(job.timeout)),
+        };
+        let target_placement = Placement::of(&target.labels, &context.placement);
+        let mut samples_scraped = 0;
+        let result = body.and_then(|(content_type, body)| {
+            let format = FormatChoice::from_content_type(content_type.as_deref());
+            let exposition = parse(
+                &body,
+                ParseOptions {
+                    format,
+                    validation: Validation::Prometheus,
+                },
+            )
+            .map_err(|error| ScrapeError::Parse(error.to_string()))?;
+            samples_scraped = exposition.sample_count() as u64;
+            let mut rows = Vec::with_capacity(exposition.sample_count() + 5);
+            for sample in &exposition.samples {
+                let mut labels: Labels = exposition
+                    .labels_in(sample.labels)
+                    .iter()
+                    .map(|label| (label.name.to_string(), label.value.to_string()))
+                    .collect();
+                labels.insert("__name__".to_string(), sample.name.to_string());
+                let Some(mut labels) = process(&job.metric_relabel, labels) else {
+                    continue;
+                };
+                let name = labels.remove("__name__").unwrap_or_default();
+                attach_target_labels(&mut labels, &target.labels, job.config.honor_labels);
+                for (label, value) in &context.external_labels {
+                    labels.entry(label.clone()).or_insert_with(|| value.clone());
+                }
+                let label_count = labels.len() as u64 + 1;
+                if job.config.label_limit > 0 && label_count > job.config.label_limit {
+                    return Err(ScrapeError::LabelLimit {
+                        series: name,
+                        count: label_count,
+                        limit: job.config.label_limit,
+                    });
+                }
+                let timestamp_ms = match (job.config.honor_timestamps, sample.timestamp_ms()) {
+                    (true, Some(timestamp)) => timestamp,
+                    _ => started_ms,
+                };
+                let placement = Placement::of(&labels, &context.placement);
+                let series_id = series_id(&name, &labels);
+                rows.push(SampleRow {
+                    timestamp_ms,
+                    name,
+                    labels,
+                    value: sample.value,
+                    series_id,
+                    placement,
+                });
+            }
+            let kept = rows.len() as u64;
+            if job.config.sample_limit > 0 && kept > job.config.sample_limit {
+                return Err(ScrapeError::SampleLimit {
+                    count: kept,
+                    limit: job.config.sample_limit,
+                });
+            }
+            Ok(rows)
+        });
+        let duration_seconds = started.elapsed().as_secs_f64();
+        let (mut rows, error) = match result {
+            Ok(rows) => (rows, None),
+            Err(error) => (Vec::new(), Some(error.to_string())),
+        };
+        let up = error.is_none();
+        let samples_post_metric_relabeling = rows.len() as u64;
+        let series_now: HashSet<u64> = rows.iter().map(|row| row.series_id).collect();
+        let series_added = if up {
+            series_now.difference(&state.previous_series).count() as u64
+        } else {
+            0
+        };
+        if up {
+            state.previous_series = series_now;
+        }
+        let mut synthetic_labels = target.labels.clone();
+        for (label, value) in &context.external_labels {
+            synthetic_labels.entry(label.clone()).or_insert_with(|| value.clone());
+        }
+        for (name, value) in [
+            ("up", if up { 1.0 } else { 0.0 }),
+            ("scrape_duration_seconds", duration_seconds),
+            ("scrape_samples_scraped", samples_scraped as f64),
+            (
+                "scrape_samples_post_metric_relabeling",
+                samples_post_metric_relabeling as f64,
+            ),
+            ("scrape_series_added", series_added as f64),
+        ] {
+            rows.push(SampleRow {
+                timestamp_ms: started_ms,
+                name: name.to_string(),
+                labels: synthetic_labels.clone(),
+                value,
+                series_id: series_id(name, &synthetic_labels),
+                placement: target_placement.clone(),
+            });
+        }
+        let report = ScrapeReport {
+            timestamp_ms: started_ms,
+            job: target.job.clone(),
+            instance: target.instance().to_string(),
+            placement: target_placement,
+            up,
+            duration_seconds,
+            samples_scraped,
+            samples_post_metric_relabeling,
+            series_added,
+            error,
+        };
+        ScrapeOutcome { rows, report }
+    }
+
+    /// GETs the target and reads the body within `body_size_limit`. Returns the
+    /// `Content-Type` and the (decompressed) body.
+    async fn fetch(&self, target: &Target, job: &Job) -> Result<(Option<String>, Vec<u8>), ScrapeError> {
+        let mut response = self
+            .client
+            .get(&target.url)
+            .header(reqwest::header::ACCEPT, ACCEPT)
+            .header(
+                "X-Prometheus-Scrape-Timeout-Seconds",
+                format!("{}", job.timeout.as_secs_f64()),
+            )
+            .send()
+            .await
+            .map_err(|error| ScrapeError::Request(describe_request_error(&error)))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(ScrapeError::Status(status.to_string()));
+        }
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_string);
+        let limit = job.config.body_size_limit.0;
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|error| ScrapeError::Request(describe_request_error(&error)))?
+        {
+            if limit > 0 && (body.len() + chunk.len()) as u64 > limit {
+                return Err(ScrapeError::BodyTooLarge { limit });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok((content_type, body))
+    }
+}
+
+/// reqwest's error with its causes, e.g. `error sending request: … Connection refused`.
+fn describe_request_error(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Adds the target's labels to a series (Prometheus `mutateSampleLabels`): with
+/// `honor_labels` the series' own value wins; otherwise the target's does and a clashing
+/// series label is kept as `exported_<name>`.
+fn attach_target_labels(labels: &mut Labels, target_labels: &Labels, honor_labels: bool) {
+    for (name, value) in target_labels {
+        match labels.get(name) {
+            Some(_) if honor_labels => {}
+            Some(existing) if existing != value => {
+                let existing = existing.clone();
+                let mut exported = format!("exported_{name}");
+                while labels.contains_key(&exported) {
+                    exported = format!("exported_{exported}");
+                }
+                labels.insert(exported, existing);
+                labels.insert(name.clone(), value.clone());
+            }
+            _ => {
+                labels.insert(name.clone(), value.clone());
+            }
+        }
+    }
+}
+
+/// Offset of a target's first scrape within its interval, from its identity: targets spread
+/// evenly over the interval instead of firing together, and keep their slot across restarts.
+pub fn schedule_offset(identity: u64, interval: Duration) -> Duration {
+    let interval_nanos = interval.as_nanos().max(1);
+    Duration::from_nanos((u128::from(identity) % interval_nanos) as u64)
+}
+
+/// Scrapes `target` every `job.interval`, starting at its [`schedule_offset`], and sends each
+/// outcome to `out` (waiting when the channel is full: backpressure reaches the scraper, never
+/// other targets). Stops when `shutdown` turns true or the receiver is gone.
+pub async fn run_target(
+    target: Target,
+    job: Arc<Job>,
+    scraper: Scraper,
+    context: Arc<ScrapeContext>,
+    out: mpsc::Sender<ScrapeOutcome>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let start = Instant::now() + schedule_offset(target.identity, job.interval);
+    let mut ticks = tokio::time::interval_at(start, job.interval);
+    // A scrape that overran its slot is not made up for: the next one keeps the schedule.
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    let mut state = TargetState::default();
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+        let outcome = scraper.scrape(&target, &job, &context, &mut state).await;
+        if out.send(outcome).await.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn job(yaml: &str) -> Job {
+        Config::from_yaml(yaml).unwrap().validate().unwrap().remove(0)
+    }
+
+    #[test]
+    fn targets_get_job_instance_and_static_labels() {
+        let job = job("scrape_configs:\n  - job_name: redis\n    params: {module: [redis]}\n    static_configs:\n      - targets: ['127.0.0.1:9121', 'redis-7:9121']\n        labels: {dc: dc-2}\n");
+        let (targets, dropped) = targets_for_job(&job);
+        assert_eq!(dropped, 0);
+        assert_eq!(targets.len(), 2);
+        assert_eq!(targets[0].url, "http://127.0.0.1:9121/metrics?module=redis");
+        assert_eq!(targets[0].labels.get("job").map(String::as_str), Some("redis"));
+        assert_eq!(targets[0].instance(), "127.0.0.1:9121");
+        assert_eq!(targets[0].labels.get("dc").map(String::as_str), Some("dc-2"));
+        assert!(targets[0].labels.keys().all(|name| !name.starts_with("__")));
+        assert_ne!(targets[0].identity, targets[1].identity);
+    }
+
+    #[test]
+    fn relabeling_can_drop_targets_and_rewrite_the_address() {
+        let job = job("scrape_configs:\n  - job_name: a\n    static_configs: [{targets: ['10.0.0.1:9100', '10.0.0.2:9100']}]\n    relabel_configs:\n      - {source_labels: [__address__], regex: '10.0.0.2:.*', action: drop}\n      - {source_labels: [__address__], regex: '(.*):9100', target_label: __address__, replacement: '${1}:9200'}\n");
+        let (targets, dropped) = targets_for_job(&job);
+        assert_eq!(dropped, 1);
+        assert_eq!(targets[0].url, "http://10.0.0.1:9200/metrics");
+        // instance defaults to the address after relabeling, as in Prometheus.
+        assert_eq!(targets[0].instance(), "10.0.0.1:9200");
+    }
+
+    #[test]
+    fn placement_comes_from_labels_or_instance() {
+        let config = PlacementConfig::default();
+        let labels: Labels = [("dc", "dc-1"), ("instance", "redis-7.dc-1:9121"), ("service", "redis")]
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect();
+        let placement = Placement::of(&labels, &config);
+        assert_eq!(
+            placement,
+            Placement {
+                dc: "dc-1".into(),
+                host: "redis-7.dc-1".into(),
+                service: "redis".into()
+            }
+        );
+        let ipv6: Labels = [("instance".to_string(), "[::1]:9100".to_string())]
+            .into_iter()
+            .collect();
+        assert_eq!(Placement::of(&ipv6, &config).host, "::1");
+    }
+
+    #[test]
+    fn clashing_labels_are_exported_unless_honored() {
+        let target: Labels = [("job".to_string(), "redis".to_string())].into_iter().collect();
+        let mut series: Labels = [("job".to_string(), "app".to_string())].into_iter().collect();
+        attach_target_labels(&mut series, &target, false);
+        assert_eq!(series.get("job").map(String::as_str), Some("redis"));
+        assert_eq!(series.get("exported_job").map(String::as_str), Some("app"));
+        let mut honored: Labels = [("job".to_string(), "app".to_string())].into_iter().collect();
+        attach_target_labels(&mut honored, &target, true);
+        assert_eq!(honored.get("job").map(String::as_str), Some("app"));
+        assert!(!honored.contains_key("exported_job"));
+    }
+
+    #[test]
+    fn a_thousand_targets_spread_over_the_interval() {
+        let interval = Duration::from_secs(10);
+        let mut buckets = [0usize; 10];
+        for index in 0..1000 {
+            let identity =
+                fnv1a(format!("http://10.1.{}.{}:9100/metrics\0job=node", index / 250, index % 250).as_bytes());
+            let offset = schedule_offset(identity, interval);
+            assert!(offset < interval);
+            buckets[(offset.as_secs_f64()) as usize] += 1;
+        }
+        // Uniform would be 100 per second of the interval; no second gets more than 1.5x.
+        assert!(buckets.iter().all(|&count| count > 60 && count < 150), "{buckets:?}");
+    }
+}

@@ -1,0 +1,309 @@
+//! Scrape behaviour against test HTTP servers on 127.0.0.1: success, OpenMetrics and gzip,
+//! timeouts, 5xx, malformed and oversized bodies, limits, label handling, and a failing
+//! target leaving the others untouched.
+
+#![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::routing::get;
+use axum::Router;
+use epicenter_collector::config::{Config, Job, PlacementConfig};
+use epicenter_collector::relabel::Labels;
+use epicenter_collector::scrape::{run_target, targets_for_job, ScrapeContext, ScrapeOutcome, Scraper, TargetState};
+use tokio::sync::{mpsc, watch};
+
+const TEXT_BODY: &str = "\
+# HELP redis_connected_clients Number of client connections
+# TYPE redis_connected_clients gauge
+redis_connected_clients 48
+# TYPE redis_commands_total counter
+redis_commands_total{cmd=\"get\"} 1234
+redis_commands_total{cmd=\"set\"} 56
+# TYPE go_goroutines gauge
+go_goroutines 12
+";
+
+const OPENMETRICS_BODY: &str = "\
+# TYPE lettuce_command_completion_seconds histogram
+lettuce_command_completion_seconds_bucket{le=\"0.01\"} 3 1700000000.250
+lettuce_command_completion_seconds_bucket{le=\"+Inf\"} 5 1700000000.250
+lettuce_command_completion_seconds_count 5 1700000000.250
+lettuce_command_completion_seconds_sum 0.02 1700000000.250
+# EOF
+";
+
+fn gzip(text: &str) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(text.as_bytes()).unwrap();
+    encoder.finish().unwrap()
+}
+
+/// Starts the test exporter and returns its `host:port`.
+async fn exporter() -> String {
+    let app = Router::new()
+        .route(
+            "/metrics",
+            get(|| async { ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], TEXT_BODY) }),
+        )
+        .route(
+            "/om",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0")],
+                    OPENMETRICS_BODY,
+                )
+            }),
+        )
+        .route(
+            "/gzip",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "text/plain"), (header::CONTENT_ENCODING, "gzip")],
+                    gzip(TEXT_BODY),
+                )
+            }),
+        )
+        .route(
+            "/slow",
+            get(|| async {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                TEXT_BODY
+            }),
+        )
+        .route(
+            "/error",
+            get(|| async { (StatusCode::SERVICE_UNAVAILABLE, "down for maintenance") }),
+        )
+        .route("/malformed", get(|| async { "ok 1\nbroken{a=\"b\" 2\n" }))
+        .route("/big", get(|| async { "x 1\n".repeat(300_000) }))
+        .route(
+            "/accept",
+            get(|headers: HeaderMap| async move {
+                let accept = headers
+                    .get(header::ACCEPT)
+                    .and_then(|value| value.to_str().ok())
+                    .unwrap_or("")
+                    .to_string();
+                format!("accept_seen{{value=\"{}\"}} 1\n", accept.replace('"', "'"))
+            }),
+        )
+        .route(
+            "/clash",
+            get(|| async { "app_info{job=\"app\",instance=\"inner\",version=\"1.2\"} 1\n" }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    address
+}
+
+fn job_for(address: &str, path: &str, extra: &str) -> Job {
+    let yaml = format!(
+        "scrape_configs:\n  - job_name: test\n    scrape_interval: 1s\n    scrape_timeout: 500ms\n    metrics_path: {path}\n    static_configs:\n      - targets: ['{address}']\n        labels: {{dc: dc-2, service: redis}}\n{extra}"
+    );
+    Config::from_yaml(&yaml).unwrap().validate().unwrap().remove(0)
+}
+
+fn context() -> ScrapeContext {
+    let external_labels: Labels = [("collector".to_string(), "test".to_string())].into_iter().collect();
+    ScrapeContext {
+        placement: PlacementConfig::default(),
+        external_labels,
+    }
+}
+
+async fn scrape_once(address: &str, path: &str, extra: &str) -> ScrapeOutcome {
+    let job = job_for(address, path, extra);
+    let (targets, _) = targets_for_job(&job);
+    Scraper::new()
+        .unwrap()
+        .scrape(&targets[0], &job, &context(), &mut TargetState::default())
+        .await
+}
+
+fn value_of(outcome: &ScrapeOutcome, name: &str) -> f64 {
+    outcome
+        .rows
+        .iter()
+        .find(|row| row.name == name)
+        .unwrap_or_else(|| panic!("no {name}"))
+        .value
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_target_yields_its_samples_and_synthetic_series() {
+    let address = exporter().await;
+    let outcome = scrape_once(&address, "/metrics", "").await;
+    let report = &outcome.report;
+    assert!(report.up, "{:?}", report.error);
+    assert_eq!(report.samples_scraped, 4);
+    assert_eq!(report.samples_post_metric_relabeling, 4);
+    assert_eq!(report.series_added, 4);
+    assert_eq!(report.instance, address);
+    assert_eq!(
+        (report.placement.dc.as_str(), report.placement.host.as_str()),
+        ("dc-2", "127.0.0.1")
+    );
+    assert_eq!(outcome.rows.len(), 4 + 5);
+    let get = outcome
+        .rows
+        .iter()
+        .find(|row| row.labels.get("cmd").map(String::as_str) == Some("get"))
+        .unwrap();
+    assert_eq!(get.name, "redis_commands_total");
+    assert_eq!(get.value, 1234.0);
+    for (label, value) in [
+        ("job", "test"),
+        ("instance", address.as_str()),
+        ("dc", "dc-2"),
+        ("service", "redis"),
+        ("collector", "test"),
+    ] {
+        assert_eq!(get.labels.get(label).map(String::as_str), Some(value), "{label}");
+    }
+    assert_eq!(get.placement.service, "redis");
+    assert_eq!(value_of(&outcome, "up"), 1.0);
+    assert_eq!(value_of(&outcome, "scrape_samples_scraped"), 4.0);
+    assert_eq!(value_of(&outcome, "scrape_series_added"), 4.0);
+    assert!(value_of(&outcome, "scrape_duration_seconds") > 0.0);
+    // Rows without exposition timestamps carry the scrape's start.
+    assert!(outcome.rows.iter().all(|row| row.timestamp_ms == report.timestamp_ms));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openmetrics_timestamps_are_honoured_and_gzip_is_read() {
+    let address = exporter().await;
+    let outcome = scrape_once(&address, "/om", "").await;
+    assert!(outcome.report.up, "{:?}", outcome.report.error);
+    let bucket = &outcome.rows[0];
+    assert_eq!(bucket.name, "lettuce_command_completion_seconds_bucket");
+    assert_eq!(bucket.timestamp_ms, 1_700_000_000_250);
+    let ignored = scrape_once(&address, "/om", "    honor_timestamps: false\n").await;
+    assert_eq!(ignored.rows[0].timestamp_ms, ignored.report.timestamp_ms);
+
+    let gzipped = scrape_once(&address, "/gzip", "").await;
+    assert!(gzipped.report.up, "{:?}", gzipped.report.error);
+    assert_eq!(gzipped.report.samples_scraped, 4);
+
+    let accept = scrape_once(&address, "/accept", "").await;
+    let seen = accept.rows[0].labels.get("value").unwrap();
+    assert!(seen.starts_with("application/openmetrics-text;version=1.0.0"), "{seen}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_mark_the_target_down_with_the_reason() {
+    let address = exporter().await;
+    let cases = [
+        ("/slow", "", "timed out after 500ms"),
+        ("/error", "", "HTTP status 503 Service Unavailable"),
+        (
+            "/malformed",
+            "",
+            "invalid body: 2:14: expected ',' or '}' after a label",
+        ),
+        (
+            "/big",
+            "    body_size_limit: 1MiB\n",
+            "body larger than body_size_limit (1048576 bytes)",
+        ),
+        (
+            "/metrics",
+            "    sample_limit: 3\n",
+            "sample_limit exceeded: 4 samples > 3",
+        ),
+        ("/metrics", "    label_limit: 5\n", "label_limit exceeded"),
+        ("/nowhere", "", "HTTP status 404"),
+    ];
+    for (path, extra, reason) in cases {
+        let outcome = scrape_once(&address, path, extra).await;
+        let error = outcome.report.error.clone().unwrap_or_default();
+        assert!(!outcome.report.up, "{path}");
+        assert!(error.contains(reason), "{path}: {error}");
+        // Only the synthetic series are written, with up = 0.
+        assert_eq!(outcome.rows.len(), 5, "{path}");
+        assert_eq!(value_of(&outcome, "up"), 0.0);
+    }
+    // Connection refused: a port nobody listens on.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed = listener.local_addr().unwrap().to_string();
+    drop(listener);
+    let outcome = scrape_once(&closed, "/metrics", "").await;
+    assert!(!outcome.report.up);
+    assert!(outcome.report.error.unwrap().contains("request failed"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metric_relabeling_and_label_clashes() {
+    let address = exporter().await;
+    let relabel = "    metric_relabel_configs:\n      - {source_labels: [__name__], regex: 'go_.*', action: drop}\n";
+    let outcome = scrape_once(&address, "/metrics", relabel).await;
+    assert_eq!(outcome.report.samples_scraped, 4);
+    assert_eq!(outcome.report.samples_post_metric_relabeling, 3);
+    assert!(outcome.rows.iter().all(|row| row.name != "go_goroutines"));
+
+    let clash = scrape_once(&address, "/clash", "").await;
+    let row = &clash.rows[0];
+    assert_eq!(row.labels.get("job").map(String::as_str), Some("test"));
+    assert_eq!(row.labels.get("exported_job").map(String::as_str), Some("app"));
+    assert_eq!(row.labels.get("exported_instance").map(String::as_str), Some("inner"));
+    let honored = scrape_once(&address, "/clash", "    honor_labels: true\n").await;
+    assert_eq!(honored.rows[0].labels.get("job").map(String::as_str), Some("app"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn series_added_counts_only_new_series() {
+    let address = exporter().await;
+    let job = job_for(&address, "/metrics", "");
+    let (targets, _) = targets_for_job(&job);
+    let scraper = Scraper::new().unwrap();
+    let mut state = TargetState::default();
+    let first = scraper.scrape(&targets[0], &job, &context(), &mut state).await;
+    let second = scraper.scrape(&targets[0], &job, &context(), &mut state).await;
+    assert_eq!(first.report.series_added, 4);
+    assert_eq!(second.report.series_added, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_target_leaves_the_others_scraping() {
+    let address = exporter().await;
+    let yaml = format!(
+        "scrape_configs:\n  - job_name: good\n    scrape_interval: 200ms\n    scrape_timeout: 150ms\n    static_configs: [{{targets: ['{address}']}}]\n  - job_name: bad\n    scrape_interval: 200ms\n    scrape_timeout: 150ms\n    metrics_path: /slow\n    static_configs: [{{targets: ['{address}']}}]\n"
+    );
+    let jobs = Config::from_yaml(&yaml).unwrap().validate().unwrap();
+    let (sender, mut receiver) = mpsc::channel(64);
+    let (stop, shutdown) = watch::channel(false);
+    let scraper = Scraper::new().unwrap();
+    let context = Arc::new(context());
+    for job in jobs {
+        let job = Arc::new(job);
+        for target in targets_for_job(&job).0 {
+            tokio::spawn(run_target(
+                target,
+                job.clone(),
+                scraper.clone(),
+                context.clone(),
+                sender.clone(),
+                shutdown.clone(),
+            ));
+        }
+    }
+    drop(sender);
+    let mut good_up = 0;
+    let mut bad_down = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(1500);
+    while let Ok(Some(outcome)) = tokio::time::timeout_at(deadline, receiver.recv()).await {
+        match (outcome.report.job.as_str(), outcome.report.up) {
+            ("good", true) => good_up += 1,
+            ("bad", false) => bad_down += 1,
+            other => panic!("unexpected outcome {other:?}: {:?}", outcome.report.error),
+        }
+    }
+    stop.send(true).unwrap();
+    // About 7 ticks of 200 ms fit in 1.5 s; the slow target must not hold the good one back.
+    assert!(good_up >= 5, "good target scraped {good_up} times");
+    assert!(bad_down >= 4, "bad target reported down {bad_down} times");
+}
