@@ -2,6 +2,8 @@
 //! map results to exit codes.
 
 mod check;
+mod run;
+mod sql;
 
 use std::process::ExitCode;
 
@@ -10,8 +12,9 @@ use clap::{Parser, Subcommand};
 /// epicenter names the failing datacenter and host when a fleet lights up.
 ///
 /// It scrapes client, connection-pool and mailbox metrics into ClickHouse and correlates
-/// spikes across the service dependency graph. Today's build ships the exposition parser and
-/// `epicenter check metrics`; scraping, the detector and the demo land next.
+/// spikes across the service dependency graph. Today's build parses and checks exporter
+/// output, scrapes targets into the embedded store and answers SQL; the detector and the demo
+/// land next. Logs: EPICENTER_LOG=info (or debug, per module: epicenter_collector=debug).
 #[derive(Parser, Debug)]
 #[command(name = "epicenter", version, about, long_about = None, propagate_version = true)]
 struct Cli {
@@ -24,11 +27,36 @@ enum Command {
     /// Validate inputs without running anything.
     #[command(subcommand)]
     Check(check::CheckCommand),
+
+    /// Scrape the configured targets into the store until Ctrl-C (or --for).
+    ///
+    /// Example:
+    ///   scripts/setup    # once: fetches the embedded engine
+    ///   epicenter run --config docs/examples/epicenter.yml --for 1m
+    #[command(verbatim_doc_comment)]
+    Run(run::RunArgs),
+
+    /// Query the store (ClickHouse SQL) and print the result.
+    ///
+    /// Examples:
+    ///   epicenter sql "SELECT job, instance, up, error FROM scrapes ORDER BY time DESC LIMIT 10"
+    ///   epicenter sql --format CSV "SELECT metric, count() FROM samples GROUP BY metric"
+    #[command(verbatim_doc_comment)]
+    Sql(sql::SqlArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("EPICENTER_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     match cli.command {
         Command::Check(command) => check::run(command),
+        Command::Run(args) => run::run(&args),
+        Command::Sql(args) => sql::run(&args),
     }
 }

@@ -6,7 +6,9 @@
 //! ([`relabel`]). Scraping, batching and the ClickHouse/chDB sinks land here next (see
 //! `../shared/DESIGN.md`, Components).
 
+pub mod batch;
 pub mod config;
 pub mod exposition;
 pub mod relabel;
 pub mod scrape;
+pub mod store;

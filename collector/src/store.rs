@@ -1,0 +1,110 @@
+//! Storage: epicenter's tables in the embedded chDB engine (default) or, next, a ClickHouse
+//! server, with the same DDL and SQL for both (`../shared/DESIGN.md`, Storage).
+//!
+//! [`EmbeddedStore`] wraps one chDB connection behind a mutex (chDB runs one statement per
+//! connection at a time) and is what `epicenter run` and `epicenter sql` use when
+//! `storage.clickhouse` is not configured. Calls block: async callers go through
+//! `tokio::task::spawn_blocking`.
+
+pub mod chdb;
+pub mod rowbinary;
+pub mod schema;
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+pub use chdb::{library_path, Chdb, ChdbError, CHDB_VERSION};
+
+use crate::scrape::{SampleRow, ScrapeReport};
+
+/// The embedded store: chDB on a data directory, holding one database.
+#[derive(Debug)]
+pub struct EmbeddedStore {
+    chdb: Mutex<Chdb>,
+    database: String,
+}
+
+impl EmbeddedStore {
+    /// Opens (creating if needed) the store at `data_path`, using database `database`, with
+    /// the chDB library from [`library_path`].
+    pub fn open(data_path: &Path, database: &str) -> Result<EmbeddedStore, ChdbError> {
+        let chdb = Chdb::open(&library_path(), data_path)?;
+        Ok(EmbeddedStore {
+            chdb: Mutex::new(chdb),
+            database: database.to_string(),
+        })
+    }
+
+    /// The database holding epicenter's tables.
+    pub fn database(&self) -> &str {
+        &self.database
+    }
+
+    fn with_chdb<T>(&self, work: impl FnOnce(&Chdb) -> T) -> T {
+        let chdb = self.chdb.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        work(&chdb)
+    }
+
+    /// Creates the schema if it is missing (idempotent) with rows kept for `retention`.
+    pub fn migrate(&self, retention: Duration) -> Result<(), ChdbError> {
+        for statement in schema::statements(&self.database, retention) {
+            self.with_chdb(|chdb| chdb.query(&statement, "TabSeparated"))
+                .map_err(|error| ChdbError::Query(format!("creating the schema: {error}")))?;
+        }
+        Ok(())
+    }
+
+    /// Runs a query and returns its output in `format`.
+    pub fn query(&self, sql: &str, format: &str) -> Result<Vec<u8>, ChdbError> {
+        self.with_chdb(|chdb| chdb.query(sql, format))
+    }
+
+    /// Writes sample rows to `samples`. Returns the rows chDB reports written (the
+    /// per-minute rollup's rows included).
+    pub fn write_samples(&self, rows: &[SampleRow]) -> Result<u64, ChdbError> {
+        let mut data = Vec::with_capacity(rows.len() * 128);
+        rowbinary::encode_samples(rows, &mut data);
+        self.insert_encoded(Table::Samples, &data)
+    }
+
+    /// Writes scrape reports to `scrapes`.
+    pub fn write_scrapes(&self, reports: &[ScrapeReport]) -> Result<u64, ChdbError> {
+        let mut data = Vec::with_capacity(reports.len() * 96);
+        rowbinary::encode_scrapes(reports, &mut data);
+        self.insert_encoded(Table::Scrapes, &data)
+    }
+
+    /// Inserts rows already encoded as RowBinary in `table`'s column order (what the batcher
+    /// accumulates). Empty data writes nothing.
+    pub fn insert_encoded(&self, table: Table, data: &[u8]) -> Result<u64, ChdbError> {
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let (name, columns) = match table {
+            Table::Samples => ("samples", schema::SAMPLE_COLUMNS),
+            Table::Scrapes => ("scrapes", schema::SCRAPE_COLUMNS),
+        };
+        let insert = format!("INSERT INTO {}.{name} ({columns})", self.database);
+        self.with_chdb(|chdb| chdb.insert(&insert, "RowBinary", data))
+    }
+}
+
+/// A table the batcher writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Table {
+    /// `samples`: one row per sample.
+    Samples,
+    /// `scrapes`: one row per scrape.
+    Scrapes,
+}
+
+impl EmbeddedStore {
+    /// Makes `database` the connection's current database, so queries may name tables
+    /// without it.
+    pub fn use_database(&self) -> Result<(), ChdbError> {
+        let statement = format!("USE {}", self.database);
+        self.with_chdb(|chdb| chdb.query(&statement, "TabSeparated"))
+            .map(|_| ())
+    }
+}

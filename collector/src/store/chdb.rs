@@ -1,0 +1,292 @@
+//! The embedded ClickHouse engine, chDB, loaded at run time from `libchdb.so`.
+//!
+//! The C API is chdb-core's `programs/local/chdb.h` (chDB 26.7): `chdb_connect` with
+//! `--path=<dir>`, `chdb_query_n` for statements, `chdb_result_*` to read results, and the
+//! streaming insert calls (`chdb_stream_insert_n`, `chdb_stream_append`, `chdb_stream_done`,
+//! `chdb_destroy_insert_stream`) for binary rows, which must never be inlined in a query text
+//! (the text is split like a script and a newline byte inside the data ends it). One data path
+//! per process. This is the only module of the workspace that uses `unsafe`.
+
+#![allow(unsafe_code, reason = "FFI to libchdb.so: the one place the workspace calls C")]
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+
+use libloading::Library;
+
+/// chDB version `scripts/setup` fetches and the C API this module is written against.
+pub const CHDB_VERSION: &str = "26.7.3-stable.1";
+
+/// Why the embedded engine failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ChdbError {
+    /// `libchdb.so` could not be found or loaded.
+    #[error(
+        "embedded store: cannot load {path}: {reason}. Run scripts/setup (downloads chDB {CHDB_VERSION} from the npm registry, about 180 MB) or set EPICENTER_CHDB_LIB to a libchdb.so"
+    )]
+    Library {
+        /// Where we looked.
+        path: String,
+        /// The loader's message.
+        reason: String,
+    },
+    /// `chdb_connect` refused the data path.
+    #[error("embedded store: cannot open data path {0} (another epicenter process using a different path? chDB allows one per process)")]
+    Connect(String),
+    /// A statement failed; the engine's message.
+    #[error("{0}")]
+    Query(String),
+}
+
+/// Where `libchdb.so` is: `EPICENTER_CHDB_LIB`, else the cache `scripts/setup` fills
+/// (`$EPICENTER_CACHE`, else `$XDG_CACHE_HOME/epicenter`, else `~/.cache/epicenter`, then
+/// `chdb/<version>/libchdb.so`).
+pub fn library_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("EPICENTER_CHDB_LIB") {
+        return PathBuf::from(path);
+    }
+    let cache = std::env::var_os("EPICENTER_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let base = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache"));
+            base.join("epicenter")
+        });
+    cache.join("chdb").join(CHDB_VERSION).join("libchdb.so")
+}
+
+type ConnectFn = unsafe extern "C" fn(c_int, *mut *mut c_char) -> *mut *mut c_void;
+type CloseFn = unsafe extern "C" fn(*mut *mut c_void);
+type QueryFn = unsafe extern "C" fn(*mut c_void, *const c_char, usize, *const c_char, usize) -> *mut c_void;
+type ResultBufferFn = unsafe extern "C" fn(*mut c_void) -> *mut c_char;
+type ResultLengthFn = unsafe extern "C" fn(*mut c_void) -> usize;
+type ResultErrorFn = unsafe extern "C" fn(*mut c_void) -> *const c_char;
+type ResultRowsFn = unsafe extern "C" fn(*mut c_void) -> u64;
+type DestroyResultFn = unsafe extern "C" fn(*mut c_void);
+type StreamInsertFn = unsafe extern "C" fn(*mut c_void, *const c_char, usize, *const c_char, usize) -> *mut c_void;
+type StreamAppendFn = unsafe extern "C" fn(*mut c_void, *const c_void, usize) -> c_int;
+type StreamDoneFn = unsafe extern "C" fn(*mut c_void) -> *mut c_void;
+type StreamErrorFn = unsafe extern "C" fn(*mut c_void) -> *const c_char;
+type DestroyStreamFn = unsafe extern "C" fn(*mut c_void);
+type SignalHandlersFn = unsafe extern "C" fn(c_int);
+
+/// The C functions we call, resolved once.
+struct Functions {
+    close: CloseFn,
+    query: QueryFn,
+    result_buffer: ResultBufferFn,
+    result_length: ResultLengthFn,
+    result_error: ResultErrorFn,
+    result_rows_written: ResultRowsFn,
+    destroy_result: DestroyResultFn,
+    stream_insert: StreamInsertFn,
+    stream_append: StreamAppendFn,
+    stream_done: StreamDoneFn,
+    stream_error: StreamErrorFn,
+    destroy_stream: DestroyStreamFn,
+}
+
+/// An open chDB connection. Not `Sync`: a connection runs one statement at a time, so callers
+/// share it behind a mutex.
+pub struct Chdb {
+    functions: Functions,
+    /// `chdb_connection *` as returned by `chdb_connect`.
+    connection: *mut *mut c_void,
+}
+
+// SAFETY: the connection handle is only used through `&mut self` or `&self` behind the
+// caller's mutex; chDB allows a connection to be used from any thread, one statement at a time.
+unsafe impl Send for Chdb {}
+
+impl std::fmt::Debug for Chdb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Chdb { .. }")
+    }
+}
+
+/// Owns a `chdb_result *` and destroys it on drop.
+struct QueryResult<'c> {
+    chdb: &'c Chdb,
+    raw: *mut c_void,
+}
+
+impl Drop for QueryResult<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `raw` came from chdb_query_n / chdb_stream_done and is destroyed once.
+        unsafe { (self.chdb.functions.destroy_result)(self.raw) }
+    }
+}
+
+impl QueryResult<'_> {
+    fn error(&self) -> Option<String> {
+        // SAFETY: `raw` is a live result; the returned string is owned by it.
+        let message = unsafe { (self.chdb.functions.result_error)(self.raw) };
+        if message.is_null() {
+            return None;
+        }
+        // SAFETY: chDB returns a NUL-terminated string that lives as long as the result.
+        let text = unsafe { CStr::from_ptr(message) }.to_string_lossy().trim().to_string();
+        (!text.is_empty()).then_some(text)
+    }
+
+    fn bytes(&self) -> Vec<u8> {
+        // SAFETY: buffer and length describe memory owned by the live result.
+        unsafe {
+            let buffer = (self.chdb.functions.result_buffer)(self.raw);
+            let length = (self.chdb.functions.result_length)(self.raw);
+            if buffer.is_null() || length == 0 {
+                return Vec::new();
+            }
+            std::slice::from_raw_parts(buffer.cast::<u8>(), length).to_vec()
+        }
+    }
+}
+
+impl Chdb {
+    /// Loads `library` and opens the engine on `data_path` (created if missing).
+    pub fn open(library: &Path, data_path: &Path) -> Result<Chdb, ChdbError> {
+        let library_error = |reason: String| ChdbError::Library {
+            path: library.display().to_string(),
+            reason,
+        };
+        if !library.exists() {
+            return Err(library_error("no such file".to_string()));
+        }
+        // SAFETY: loading chDB runs its static initialisers; it is a trusted, pinned library.
+        let loaded = unsafe { Library::new(library) }.map_err(|error| library_error(error.to_string()))?;
+        // Never unloaded: chDB's threads keep thread-local destructors inside the library, so
+        // unmapping it while any thread that called into it is alive crashes at thread exit.
+        let loaded: &'static Library = Box::leak(Box::new(loaded));
+        // SAFETY: each symbol is looked up with the signature chdb.h declares for it.
+        let (functions, connect, signal_handlers) = unsafe {
+            macro_rules! symbol {
+                ($name:literal, $type:ty) => {
+                    *loaded
+                        .get::<$type>(concat!($name, "\0").as_bytes())
+                        .map_err(|error| library_error(format!("missing symbol {}: {error}", $name)))?
+                };
+            }
+            let functions = Functions {
+                close: symbol!("chdb_close_conn", CloseFn),
+                query: symbol!("chdb_query_n", QueryFn),
+                result_buffer: symbol!("chdb_result_buffer", ResultBufferFn),
+                result_length: symbol!("chdb_result_length", ResultLengthFn),
+                result_error: symbol!("chdb_result_error", ResultErrorFn),
+                result_rows_written: symbol!("chdb_result_rows_written", ResultRowsFn),
+                destroy_result: symbol!("chdb_destroy_query_result", DestroyResultFn),
+                stream_insert: symbol!("chdb_stream_insert_n", StreamInsertFn),
+                stream_append: symbol!("chdb_stream_append", StreamAppendFn),
+                stream_done: symbol!("chdb_stream_done", StreamDoneFn),
+                stream_error: symbol!("chdb_stream_insert_error", StreamErrorFn),
+                destroy_stream: symbol!("chdb_destroy_insert_stream", DestroyStreamFn),
+            };
+            (
+                functions,
+                symbol!("chdb_connect", ConnectFn),
+                symbol!("chdb_set_signal_handlers_enabled", SignalHandlersFn),
+            )
+        };
+        std::fs::create_dir_all(data_path)
+            .map_err(|error| ChdbError::Connect(format!("{}: {error}", data_path.display())))?;
+        let program = CString::new("epicenter").map_err(|_| ChdbError::Connect("argument".into()))?;
+        let path_argument = CString::new(format!("--path={}", data_path.display()))
+            .map_err(|_| ChdbError::Connect(format!("{}: path contains a NUL byte", data_path.display())))?;
+        let mut argv = [program.as_ptr().cast_mut(), path_argument.as_ptr().cast_mut()];
+        // SAFETY: argv holds two valid C strings that outlive the call; signal handlers stay
+        // with the host process (tokio handles Ctrl-C).
+        let connection = unsafe {
+            signal_handlers(0);
+            connect(argv.len() as c_int, argv.as_mut_ptr())
+        };
+        if connection.is_null() {
+            return Err(ChdbError::Connect(data_path.display().to_string()));
+        }
+        Ok(Chdb { functions, connection })
+    }
+
+    fn handle(&self) -> *mut c_void {
+        // SAFETY: `connection` is the non-null pointer chdb_connect returned, open until drop.
+        unsafe { *self.connection }
+    }
+
+    /// Runs one statement and returns its output in `format` (e.g. `TabSeparated`,
+    /// `RowBinaryWithNamesAndTypes`, `PrettyCompact`).
+    pub fn query(&self, sql: &str, format: &str) -> Result<Vec<u8>, ChdbError> {
+        // SAFETY: pointers and lengths describe live Rust strings; the result is owned below.
+        let raw = unsafe {
+            (self.functions.query)(
+                self.handle(),
+                sql.as_ptr().cast(),
+                sql.len(),
+                format.as_ptr().cast(),
+                format.len(),
+            )
+        };
+        if raw.is_null() {
+            return Err(ChdbError::Query("chDB returned no result".to_string()));
+        }
+        let result = QueryResult { chdb: self, raw };
+        match result.error() {
+            Some(message) => Err(ChdbError::Query(message)),
+            None => Ok(result.bytes()),
+        }
+    }
+
+    /// Streams `data` (encoded in `format`) into `insert` (`INSERT INTO t (cols)` without a
+    /// FORMAT clause). Returns the rows written (materialized views included, as chDB counts).
+    pub fn insert(&self, insert: &str, format: &str, data: &[u8]) -> Result<u64, ChdbError> {
+        // SAFETY: as in `query`; the stream handle is destroyed on every path below.
+        unsafe {
+            let stream = (self.functions.stream_insert)(
+                self.handle(),
+                insert.as_ptr().cast(),
+                insert.len(),
+                format.as_ptr().cast(),
+                format.len(),
+            );
+            if stream.is_null() {
+                return Err(ChdbError::Query("chDB returned no insert stream".to_string()));
+            }
+            let stream_error = |stream: *mut c_void| -> Option<String> {
+                let message = (self.functions.stream_error)(stream);
+                (!message.is_null()).then(|| CStr::from_ptr(message).to_string_lossy().trim().to_string())
+            };
+            if let Some(message) = stream_error(stream) {
+                (self.functions.destroy_stream)(stream);
+                return Err(ChdbError::Query(message));
+            }
+            // Append in pieces of at most 4 MiB so the engine's backpressure can act.
+            for chunk in data.chunks(4 << 20) {
+                if (self.functions.stream_append)(stream, chunk.as_ptr().cast(), chunk.len()) != 0 {
+                    let message = stream_error(stream).unwrap_or_else(|| "insert stream failed".to_string());
+                    (self.functions.destroy_stream)(stream);
+                    return Err(ChdbError::Query(message));
+                }
+            }
+            let done = (self.functions.stream_done)(stream);
+            let outcome = if done.is_null() {
+                Err(ChdbError::Query(
+                    stream_error(stream).unwrap_or_else(|| "insert did not finish".to_string()),
+                ))
+            } else {
+                let result = QueryResult { chdb: self, raw: done };
+                match result.error() {
+                    Some(message) => Err(ChdbError::Query(message)),
+                    None => Ok((self.functions.result_rows_written)(done)),
+                }
+            };
+            (self.functions.destroy_stream)(stream);
+            outcome
+        }
+    }
+}
+
+impl Drop for Chdb {
+    fn drop(&mut self) {
+        // SAFETY: closes the connection chdb_connect returned, exactly once; the library is
+        // never unloaded.
+        unsafe { (self.functions.close)(self.connection) }
+    }
+}

@@ -1,0 +1,177 @@
+//! `epicenter run`: scrape the configured targets into the store until stopped.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use epicenter_collector::batch::{run_writer, WriterStats};
+use epicenter_collector::config::{parse_duration, Config, Job};
+use epicenter_collector::relabel::Labels;
+use epicenter_collector::scrape::{run_target, targets_for_job, ScrapeContext, Scraper};
+use epicenter_collector::store::EmbeddedStore;
+use tokio::sync::{mpsc, watch};
+
+/// Exit status for a configuration that cannot be used (as linkerd2-proxy does).
+pub(crate) const EXIT_CONFIG: u8 = 64;
+
+/// The database holding epicenter's tables in the embedded store.
+pub(crate) const EMBEDDED_DATABASE: &str = "epicenter";
+
+/// Arguments of `epicenter run`.
+#[derive(Args, Debug)]
+pub(crate) struct RunArgs {
+    /// Configuration file (see docs/configuration.md; `epicenter check config` validates it).
+    #[arg(long, short, value_name = "FILE")]
+    config: PathBuf,
+
+    /// Stop after this long (e.g. `30s`, `5m`) instead of waiting for Ctrl-C: for demos,
+    /// benchmarks and tests.
+    #[arg(long = "for", value_name = "DURATION", value_parser = parse_duration)]
+    run_for: Option<Duration>,
+}
+
+/// Reads and validates a configuration file, printing every problem.
+pub(crate) fn load_config(path: &PathBuf) -> Result<(Config, Vec<Job>), ExitCode> {
+    let source = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|error| {
+        eprintln!("error: cannot read {source}: {error}");
+        ExitCode::from(EXIT_CONFIG)
+    })?;
+    let config = Config::from_yaml(&text).map_err(|error| {
+        eprintln!("error: {source}:{error}");
+        ExitCode::from(EXIT_CONFIG)
+    })?;
+    match config.validate() {
+        Ok(jobs) => Ok((config, jobs)),
+        Err(errors) => {
+            for error in errors {
+                eprintln!("error: {source}: {error}");
+            }
+            Err(ExitCode::from(EXIT_CONFIG))
+        }
+    }
+}
+
+/// Opens the store the configuration names and creates the schema.
+pub(crate) fn open_store(config: &Config) -> Result<EmbeddedStore, ExitCode> {
+    if let Some(clickhouse) = &config.storage.clickhouse {
+        eprintln!(
+            "error: storage.clickhouse ({}): the ClickHouse server sink is not built yet; remove storage.clickhouse to use the embedded store",
+            clickhouse.url
+        );
+        return Err(ExitCode::from(EXIT_CONFIG));
+    }
+    let path = config.storage.embedded_path();
+    let store = EmbeddedStore::open(&path, EMBEDDED_DATABASE).map_err(|error| {
+        eprintln!("error: {error}");
+        ExitCode::from(1)
+    })?;
+    store
+        .migrate(config.storage.retention())
+        .and_then(|()| store.use_database())
+        .map_err(|error| {
+            eprintln!("error: embedded store at {}: {error}", path.display());
+            ExitCode::from(1)
+        })?;
+    Ok(store)
+}
+
+/// Runs `epicenter run`.
+pub(crate) fn run(args: &RunArgs) -> ExitCode {
+    let (config, jobs) = match load_config(&args.config) {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
+    };
+    for job in &jobs {
+        if !job.config.file_sd_configs.is_empty() {
+            tracing::warn!(job = %job.config.job_name, "file_sd_configs are not read yet; only static_configs are scraped");
+        }
+    }
+    let store = match open_store(&config) {
+        Ok(store) => Arc::new(store),
+        Err(code) => return code,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(serve(config, jobs, store, args.run_for))
+}
+
+async fn serve(config: Config, jobs: Vec<Job>, store: Arc<EmbeddedStore>, run_for: Option<Duration>) -> ExitCode {
+    let scraper = match Scraper::new() {
+        Ok(scraper) => scraper,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    let external_labels: Labels = config.global.external_labels.clone();
+    let context = Arc::new(ScrapeContext {
+        placement: config.placement.clone(),
+        external_labels,
+    });
+    let (sender, inbox) = mpsc::channel(1024);
+    let (stop, shutdown) = watch::channel(false);
+    let stats = Arc::new(WriterStats::default());
+    let writer = tokio::spawn(run_writer(store.clone(), config.batching.clone(), inbox, stats.clone()));
+    let mut tasks = Vec::new();
+    let mut target_count = 0;
+    for job in jobs {
+        let (targets, dropped) = targets_for_job(&job);
+        tracing::info!(job = %job.config.job_name, targets = targets.len(), dropped, interval = ?job.interval, "scraping");
+        let job = Arc::new(job);
+        for target in targets {
+            target_count += 1;
+            tasks.push(tokio::spawn(run_target(
+                target,
+                job.clone(),
+                scraper.clone(),
+                context.clone(),
+                sender.clone(),
+                shutdown.clone(),
+            )));
+        }
+    }
+    drop(sender);
+    eprintln!(
+        "epicenter: scraping {target_count} targets into the embedded store at {} ({})",
+        config.storage.embedded_path().display(),
+        match run_for {
+            Some(duration) => format!("stopping after {duration:?}"),
+            None => "Ctrl-C stops".to_string(),
+        }
+    );
+    let stopped_by = match run_for {
+        Some(duration) => tokio::select! {
+            _ = tokio::time::sleep(duration) => "time limit",
+            _ = tokio::signal::ctrl_c() => "Ctrl-C",
+        },
+        None => {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        }
+    };
+    let _ = stop.send(true);
+    for task in tasks {
+        let _ = task.await;
+    }
+    let _ = writer.await;
+    eprintln!(
+        "epicenter: stopped ({stopped_by}): {} scrapes and {} samples written, {} samples failed",
+        stats.scrape_rows_written.load(Ordering::Relaxed),
+        stats.sample_rows_written.load(Ordering::Relaxed),
+        stats.sample_rows_failed.load(Ordering::Relaxed),
+    );
+    if stats.sample_rows_failed.load(Ordering::Relaxed) > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

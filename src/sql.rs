@@ -1,0 +1,55 @@
+//! `epicenter sql`: ask the store a question.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use epicenter_collector::config::Config;
+
+use crate::run::{load_config, open_store};
+
+/// Arguments of `epicenter sql`.
+#[derive(Args, Debug)]
+pub(crate) struct SqlArgs {
+    /// The query, in ClickHouse SQL. Tables: samples, scrapes, samples_1m (docs/schema.md).
+    #[arg(value_name = "QUERY")]
+    query: String,
+
+    /// Configuration naming the store; without it, the embedded store in ./data.
+    #[arg(long, short, value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// Any ClickHouse output format: PrettyCompactMonoBlock (default, a readable table),
+    /// TabSeparated, CSV, JSONEachRow, Markdown, …
+    #[arg(long, default_value = "PrettyCompactMonoBlock")]
+    format: String,
+}
+
+/// Runs `epicenter sql`.
+pub(crate) fn run(args: &SqlArgs) -> ExitCode {
+    let config = match &args.config {
+        Some(path) => match load_config(path) {
+            Ok((config, _)) => config,
+            Err(code) => return code,
+        },
+        None => Config::default(),
+    };
+    let store = match open_store(&config) {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    match store.query(&args.query, &args.format) {
+        Ok(output) => {
+            let mut stdout = std::io::stdout().lock();
+            if stdout.write_all(&output).and_then(|()| stdout.flush()).is_err() {
+                return ExitCode::from(1);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! `epicenter run` then `epicenter sql` on the embedded store, as a person runs them: every
+//! scheduled scrape is in `scrapes`, `samples` holds exactly the rows those scrapes imply, and
+//! a dead target is down with its error while the live one is up.
+//!
+//! Needs `libchdb.so` (`scripts/setup`); skipped without it except in CI.
+
+#![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::Command;
+
+/// Serves `body` on every request from a thread; returns `host:port`.
+fn serve(body: &'static str) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            let response = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes());
+        }
+    });
+    address
+}
+
+const BODY: &str = "# TYPE hikaricp_connections_pending gauge\nhikaricp_connections_pending{pool=\"HikariPool-1\"} 3\n# TYPE jetty_threads_busy gauge\njetty_threads_busy 17\n";
+const BODY_SAMPLES: u64 = 2;
+const SYNTHETIC_SERIES: u64 = 5;
+
+fn library_available() -> bool {
+    let cache = std::env::var_os("EPICENTER_CHDB_LIB")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            let base = std::env::var_os("EPICENTER_CACHE")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| {
+                    std::env::var_os("XDG_CACHE_HOME")
+                        .map(std::path::PathBuf::from)
+                        .unwrap_or_else(|| {
+                            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")
+                        })
+                        .join("epicenter")
+                });
+            base.join("chdb/26.7.3-stable.1/libchdb.so")
+        });
+    if cache.exists() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{} missing: CI runs scripts/setup first",
+        cache.display()
+    );
+    eprintln!(
+        "SKIPPED: chDB library not found at {} (run scripts/setup)",
+        cache.display()
+    );
+    false
+}
+
+fn sql(config: &std::path::Path, query: &str) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args([
+            "sql",
+            "--format",
+            "TabSeparated",
+            "--config",
+            config.to_str().unwrap(),
+            query,
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn run_scrapes_into_the_embedded_store_and_sql_reads_it() {
+    if !library_available() {
+        return;
+    }
+    let live = serve(BODY);
+    let dead = {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    let dir = std::env::temp_dir().join(format!("epicenter-run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("epicenter.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global: {{scrape_interval: 500ms}}\nscrape_configs:\n  - job_name: backend\n    static_configs: [{{targets: ['{live}'], labels: {{dc: dc-1, host: jvm-1, service: backend}}}}]\n  - job_name: redis\n    static_configs: [{{targets: ['{dead}'], labels: {{dc: dc-2, service: redis}}}}]\nstorage:\n  embedded: {{path: '{}'}}\n",
+            dir.join("data").display()
+        ),
+    )
+    .unwrap();
+
+    let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["run", "--config", config.to_str().unwrap(), "--for", "3s"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("scraping 2 targets"), "{stderr}");
+
+    let scrapes = sql(
+        &config,
+        "SELECT job, up, count() FROM scrapes GROUP BY job, up ORDER BY job, up",
+    );
+    let rows: Vec<Vec<&str>> = scrapes.lines().map(|line| line.split('\t').collect()).collect();
+    assert_eq!(rows.len(), 2, "{scrapes}");
+    assert_eq!((rows[0][0], rows[0][1]), ("backend", "1"));
+    assert_eq!((rows[1][0], rows[1][1]), ("redis", "0"));
+    let live_scrapes: u64 = rows[0][2].parse().unwrap();
+    let dead_scrapes: u64 = rows[1][2].parse().unwrap();
+    // 3 s at 500 ms: 6 ticks, give or take the first offset and the stop.
+    assert!((4..=7).contains(&live_scrapes), "{live_scrapes}");
+    assert!((4..=7).contains(&dead_scrapes), "{dead_scrapes}");
+
+    let samples: u64 = sql(&config, "SELECT count() FROM samples").trim().parse().unwrap();
+    assert_eq!(
+        samples,
+        live_scrapes * (BODY_SAMPLES + SYNTHETIC_SERIES) + dead_scrapes * SYNTHETIC_SERIES
+    );
+
+    let errors = sql(&config, "SELECT DISTINCT error FROM scrapes WHERE job = 'redis'");
+    assert!(errors.contains("request failed"), "{errors}");
+    let up = sql(
+        &config,
+        "SELECT job, max(value) FROM samples WHERE metric = 'up' GROUP BY job ORDER BY job",
+    );
+    assert_eq!(up, "backend\t1\nredis\t0\n");
+    let placement = sql(
+        &config,
+        "SELECT DISTINCT dc, host, service FROM samples WHERE metric = 'jetty_threads_busy'",
+    );
+    assert_eq!(placement, "dc-1\tjvm-1\tbackend\n");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_bad_config_exits_64_before_anything_starts() {
+    let dir = std::env::temp_dir().join(format!("epicenter-run-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("bad.yml");
+    std::fs::write(
+        &config,
+        "scrape_configs:\n  - job_name: a\n    static_configs: [{targets: [nohost]}]\n",
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["run", "--config", config.to_str().unwrap(), "--for", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("'nohost' has no port"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
