@@ -3,6 +3,7 @@
 
 mod check;
 mod run;
+mod server;
 mod sql;
 
 use std::process::ExitCode;

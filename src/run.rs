@@ -10,9 +10,11 @@ use clap::Args;
 use epicenter_collector::batch::{run_writer, WriterStats};
 use epicenter_collector::config::{parse_duration, Config, Job};
 use epicenter_collector::relabel::Labels;
-use epicenter_collector::scrape::{run_target, targets_for_job, ScrapeContext, Scraper};
+use epicenter_collector::scrape::{run_target, targets_for_job, ScrapeContext, ScrapeOutcome, Scraper};
 use epicenter_collector::store::EmbeddedStore;
 use tokio::sync::{mpsc, watch};
+
+use crate::server::{app, AppState, TargetRegistry, Telemetry};
 
 /// Exit status for a configuration that cannot be used (as linkerd2-proxy does).
 pub(crate) const EXIT_CONFIG: u8 = 64;
@@ -117,10 +119,57 @@ async fn serve(config: Config, jobs: Vec<Job>, store: Arc<EmbeddedStore>, run_fo
         placement: config.placement.clone(),
         external_labels,
     });
-    let (sender, inbox) = mpsc::channel(1024);
+    let (sender, mut scraped) = mpsc::channel::<ScrapeOutcome>(1024);
+    let (to_writer, inbox) = mpsc::channel::<ScrapeOutcome>(1024);
     let (stop, shutdown) = watch::channel(false);
     let stats = Arc::new(WriterStats::default());
+    let telemetry = match Telemetry::new(stats.clone()) {
+        Ok(telemetry) => telemetry,
+        Err(error) => {
+            eprintln!("error: cannot register epicenter's own metrics: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    let state = Arc::new(AppState {
+        telemetry,
+        targets: TargetRegistry::default(),
+    });
+    let listener = match tokio::net::TcpListener::bind(&config.server.listen_address).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            eprintln!(
+                "error: server.listen_address {}: cannot listen: {error}",
+                config.server.listen_address
+            );
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let mut server_shutdown = shutdown.clone();
+    let router = app(state.clone());
+    let server = tokio::spawn(async move {
+        let served = axum::serve(listener, router).with_graceful_shutdown(async move {
+            let _ = server_shutdown.changed().await;
+        });
+        if let Err(error) = served.await {
+            tracing::error!(%error, "own HTTP server stopped");
+        }
+    });
     let writer = tokio::spawn(run_writer(store.clone(), config.batching.clone(), inbox, stats.clone()));
+    // Between the targets and the writer: target health and epicenter's own metrics.
+    let observer_state = state.clone();
+    let observer = tokio::spawn(async move {
+        while let Some(outcome) = scraped.recv().await {
+            observer_state.telemetry.observe(&outcome);
+            observer_state.targets.observe(&outcome);
+            observer_state
+                .telemetry
+                .writer_queue_depth
+                .set((to_writer.max_capacity() - to_writer.capacity()) as i64);
+            if to_writer.send(outcome).await.is_err() {
+                break;
+            }
+        }
+    });
     let mut tasks = Vec::new();
     let mut target_count = 0;
     for job in jobs {
@@ -129,6 +178,7 @@ async fn serve(config: Config, jobs: Vec<Job>, store: Arc<EmbeddedStore>, run_fo
         let job = Arc::new(job);
         for target in targets {
             target_count += 1;
+            state.targets.add(&target);
             tasks.push(tokio::spawn(run_target(
                 target,
                 job.clone(),
@@ -141,8 +191,9 @@ async fn serve(config: Config, jobs: Vec<Job>, store: Arc<EmbeddedStore>, run_fo
     }
     drop(sender);
     eprintln!(
-        "epicenter: scraping {target_count} targets into the embedded store at {} ({})",
+        "epicenter: scraping {target_count} targets into the embedded store at {}; own endpoints on http://{} ({})",
         config.storage.embedded_path().display(),
+        config.server.listen_address,
         match run_for {
             Some(duration) => format!("stopping after {duration:?}"),
             None => "Ctrl-C stops".to_string(),
@@ -162,7 +213,9 @@ async fn serve(config: Config, jobs: Vec<Job>, store: Arc<EmbeddedStore>, run_fo
     for task in tasks {
         let _ = task.await;
     }
+    let _ = observer.await;
     let _ = writer.await;
+    let _ = server.await;
     eprintln!(
         "epicenter: stopped ({stopped_by}): {} scrapes and {} samples written, {} samples failed",
         stats.scrape_rows_written.load(Ordering::Relaxed),

@@ -64,6 +64,39 @@ fn library_available() -> bool {
     false
 }
 
+/// A plain HTTP/1.1 GET; returns the status and body.
+fn http_get(address: &str, path: &str) -> (u16, String) {
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    (status, body)
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = &rest[size + 2..];
+    }
+    out
+}
+
 fn sql(config: &std::path::Path, query: &str) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
         .args([
@@ -90,6 +123,10 @@ fn run_scrapes_into_the_embedded_store_and_sql_reads_it() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().to_string()
     };
+    let server = {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
     let dir = std::env::temp_dir().join(format!("epicenter-run-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -97,16 +134,49 @@ fn run_scrapes_into_the_embedded_store_and_sql_reads_it() {
     std::fs::write(
         &config,
         format!(
-            "global: {{scrape_interval: 500ms}}\nscrape_configs:\n  - job_name: backend\n    static_configs: [{{targets: ['{live}'], labels: {{dc: dc-1, host: jvm-1, service: backend}}}}]\n  - job_name: redis\n    static_configs: [{{targets: ['{dead}'], labels: {{dc: dc-2, service: redis}}}}]\nstorage:\n  embedded: {{path: '{}'}}\n",
+            "global: {{scrape_interval: 500ms}}\nserver: {{listen_address: '{server}'}}\nscrape_configs:\n  - job_name: backend\n    static_configs: [{{targets: ['{live}'], labels: {{dc: dc-1, host: jvm-1, service: backend}}}}]\n  - job_name: redis\n    static_configs: [{{targets: ['{dead}'], labels: {{dc: dc-2, service: redis}}}}]\nstorage:\n  embedded: {{path: '{}'}}\n",
             dir.join("data").display()
         ),
     )
     .unwrap();
 
-    let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+    let child = Command::new(env!("CARGO_BIN_EXE_epicenter"))
         .args(["run", "--config", config.to_str().unwrap(), "--for", "3s"])
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    // While it runs: epicenter's own endpoints.
+    std::thread::sleep(std::time::Duration::from_millis(1800));
+    let (status, body) = http_get(&server, "/api/v1/targets");
+    assert_eq!(status, 200, "{body}");
+    let targets: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let active = targets["data"]["activeTargets"].as_array().unwrap();
+    assert_eq!(active.len(), 2);
+    let backend = active.iter().find(|target| target["scrapePool"] == "backend").unwrap();
+    assert_eq!(backend["health"], "up");
+    assert_eq!(backend["labels"]["dc"], "dc-1");
+    assert_eq!(backend["scrapeUrl"], format!("http://{live}/metrics"));
+    let redis = active.iter().find(|target| target["scrapePool"] == "redis").unwrap();
+    assert_eq!(redis["health"], "down");
+    assert!(redis["lastError"].as_str().unwrap().contains("request failed"));
+    let (status, metrics) = http_get(&server, "/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("epicenter_scrapes_total{job=\"redis\",result=\"down\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("epicenter_scrape_duration_seconds_bucket{job=\"backend\""),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("epicenter_sink_rows_written_total{table=\"samples\"}"),
+        "{metrics}"
+    );
+    assert_eq!(http_get(&server, "/readyz").0, 200);
+    assert_eq!(http_get(&server, "/healthz"), (200, "ok\n".to_string()));
+    let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(stderr.contains("scraping 2 targets"), "{stderr}");

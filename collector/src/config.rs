@@ -41,6 +41,31 @@ pub struct Config {
     /// Which labels name the datacenter, host and service of a series.
     #[serde(default)]
     pub placement: PlacementConfig,
+    /// epicenter's own HTTP server (`/metrics`, `/healthz`, `/readyz`, `/api/v1/targets`).
+    #[serde(default)]
+    pub server: ServerConfig,
+}
+
+/// `server`: where epicenter's own HTTP endpoints listen.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// `host:port` to listen on. Default `127.0.0.1:9464` (loopback only; set `0.0.0.0:9464`
+    /// to expose it).
+    #[serde(default = "default_listen_address")]
+    pub listen_address: String,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen_address: default_listen_address(),
+        }
+    }
+}
+
+fn default_listen_address() -> String {
+    "127.0.0.1:9464".to_string()
 }
 
 /// `global`: defaults shared by all jobs (Prometheus `<global>`).
@@ -654,6 +679,15 @@ impl Config {
         }
         if self.batching.max_age.0.is_zero() {
             problem("batching.max_age".into(), "must be greater than 0".into());
+        }
+        if self.server.listen_address.parse::<std::net::SocketAddr>().is_err() {
+            problem(
+                "server.listen_address".into(),
+                format!(
+                    "'{}' is not an address to listen on (ip:port, e.g. 127.0.0.1:9464)",
+                    self.server.listen_address
+                ),
+            );
         }
         for (key, name) in [
             ("placement.dc_label", &self.placement.dc_label),
