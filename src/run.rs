@@ -1,5 +1,6 @@
 //! `epicenter run`: scrape the configured targets into the store until stopped.
 
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -8,9 +9,13 @@ use std::time::Duration;
 
 use clap::Args;
 use epicenter_collector::batch::{run_writer, WriterStats};
+use epicenter_collector::config::StaticConfig;
 use epicenter_collector::config::{parse_duration, Config, Job};
+use epicenter_collector::discovery::FileDiscovery;
 use epicenter_collector::relabel::Labels;
-use epicenter_collector::scrape::{run_target, targets_for_job, ScrapeContext, ScrapeOutcome, Scraper};
+use epicenter_collector::scrape::{
+    run_target, targets_for_groups, targets_for_job, ScrapeContext, ScrapeOutcome, Scraper,
+};
 use epicenter_collector::store::EmbeddedStore;
 use tokio::sync::{mpsc, watch};
 
@@ -87,11 +92,6 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
-    for job in &jobs {
-        if !job.config.file_sd_configs.is_empty() {
-            tracing::warn!(job = %job.config.job_name, "file_sd_configs are not read yet; only static_configs are scraped");
-        }
-    }
     let store = match open_store(&config) {
         Ok(store) => Arc::new(store),
         Err(code) => return code,
@@ -173,25 +173,20 @@ async fn serve(config: Config, jobs: Vec<Job>, store: Arc<EmbeddedStore>, run_fo
     let mut tasks = Vec::new();
     let mut target_count = 0;
     for job in jobs {
-        let (targets, dropped) = targets_for_job(&job);
-        tracing::info!(job = %job.config.job_name, targets = targets.len(), dropped, interval = ?job.interval, "scraping");
         let job = Arc::new(job);
-        for target in targets {
-            target_count += 1;
-            state.targets.add(&target);
-            tasks.push(tokio::spawn(run_target(
-                target,
-                job.clone(),
-                scraper.clone(),
-                context.clone(),
-                sender.clone(),
-                shutdown.clone(),
-            )));
-        }
+        target_count += targets_for_job(&job).0.len();
+        tasks.push(tokio::spawn(run_job(
+            job,
+            scraper.clone(),
+            context.clone(),
+            sender.clone(),
+            shutdown.clone(),
+            state.clone(),
+        )));
     }
     drop(sender);
     eprintln!(
-        "epicenter: scraping {target_count} targets into the embedded store at {}; own endpoints on http://{} ({})",
+        "epicenter: scraping {target_count} static targets (plus any file_sd targets) into the embedded store at {}; own endpoints on http://{} ({})",
         config.storage.embedded_path().display(),
         config.server.listen_address,
         match run_for {
@@ -226,5 +221,93 @@ async fn serve(config: Config, jobs: Vec<Job>, store: Arc<EmbeddedStore>, run_fo
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// How often file_sd files are checked for changes (at most; `refresh_interval` if shorter).
+const FILE_SD_POLL: Duration = Duration::from_secs(5);
+
+/// Runs one job: its static targets, and the targets of its `file_sd_configs`, started and
+/// stopped as the files change. Returns after shutdown, once every target task has ended.
+async fn run_job(
+    job: Arc<Job>,
+    scraper: Scraper,
+    context: Arc<ScrapeContext>,
+    sender: mpsc::Sender<ScrapeOutcome>,
+    mut shutdown: watch::Receiver<bool>,
+    state: Arc<AppState>,
+) {
+    let patterns: Vec<String> = job
+        .config
+        .file_sd_configs
+        .iter()
+        .flat_map(|file_sd| file_sd.files.iter().cloned())
+        .collect();
+    let poll_every = job
+        .config
+        .file_sd_configs
+        .iter()
+        .map(|file_sd| file_sd.refresh_interval.0)
+        .fold(FILE_SD_POLL, Duration::min);
+    let mut discovery = (!patterns.is_empty()).then(|| FileDiscovery::new(patterns));
+    let mut discovered: Vec<StaticConfig> = Vec::new();
+    let mut running: HashMap<u64, (tokio::task::JoinHandle<()>, String)> = HashMap::new();
+    let mut first = true;
+    loop {
+        let mut changed = first;
+        first = false;
+        if let Some(discovery) = discovery.as_mut() {
+            let (groups, errors) = discovery.poll();
+            for error in errors {
+                tracing::warn!(job = %job.config.job_name, %error, "file_sd: cannot read target file; keeping its previous targets");
+            }
+            if let Some(groups) = groups {
+                discovered = groups;
+                changed = true;
+            }
+        }
+        if changed {
+            let mut groups = job.config.static_configs.clone();
+            groups.extend(discovered.iter().cloned());
+            let (targets, dropped) = targets_for_groups(&job, &groups);
+            tracing::info!(job = %job.config.job_name, targets = targets.len(), dropped, interval = ?job.interval, "targets");
+            let current: HashSet<u64> = targets.iter().map(|target| target.identity).collect();
+            running.retain(|identity, (handle, instance)| {
+                if current.contains(identity) {
+                    return true;
+                }
+                handle.abort();
+                state.targets.remove(&job.config.job_name, instance);
+                false
+            });
+            for target in targets {
+                if running.contains_key(&target.identity) {
+                    continue;
+                }
+                state.targets.add(&target);
+                let identity = target.identity;
+                let instance = target.instance().to_string();
+                let handle = tokio::spawn(run_target(
+                    target,
+                    job.clone(),
+                    scraper.clone(),
+                    context.clone(),
+                    sender.clone(),
+                    shutdown.clone(),
+                ));
+                running.insert(identity, (handle, instance));
+            }
+        }
+        if discovery.is_none() {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(poll_every) => {}
+            _ = shutdown.changed() => break,
+        }
+    }
+    drop(sender);
+    for (_, (handle, _)) in running {
+        let _ = handle.await;
     }
 }

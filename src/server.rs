@@ -224,6 +224,11 @@ impl TargetRegistry {
             .insert((target.job.clone(), target.instance().to_string()), status);
     }
 
+    /// Forgets a target that discovery removed.
+    pub(crate) fn remove(&self, job: &str, instance: &str) {
+        self.lock().remove(&(job.to_string(), instance.to_string()));
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), TargetStatus>> {
         self.targets.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }

@@ -179,7 +179,7 @@ fn run_scrapes_into_the_embedded_store_and_sql_reads_it() {
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
-    assert!(stderr.contains("scraping 2 targets"), "{stderr}");
+    assert!(stderr.contains("scraping 2 static targets"), "{stderr}");
 
     let scrapes = sql(
         &config,
@@ -232,5 +232,67 @@ fn a_bad_config_exits_64_before_anything_starts() {
         .unwrap();
     assert_eq!(output.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&output.stderr).contains("'nohost' has no port"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn file_sd_targets_are_scraped_and_a_changed_file_is_picked_up() {
+    if !library_available() {
+        return;
+    }
+    let first = serve(BODY);
+    let second = serve(BODY);
+    let server = {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().to_string()
+    };
+    let dir = std::env::temp_dir().join(format!("epicenter-file-sd-run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let targets_file = dir.join("backends.json");
+    std::fs::write(
+        &targets_file,
+        format!("[{{\"targets\": [\"{first}\"], \"labels\": {{\"dc\": \"dc-1\"}}}}]"),
+    )
+    .unwrap();
+    let config = dir.join("epicenter.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global: {{scrape_interval: 500ms}}\nserver: {{listen_address: '{server}'}}\nscrape_configs:\n  - job_name: backend\n    file_sd_configs: [{{files: ['{}'], refresh_interval: 1s}}]\nstorage:\n  embedded: {{path: '{}'}}\n",
+            dir.join("*.json").display(),
+            dir.join("data").display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["run", "--config", config.to_str().unwrap(), "--for", "5s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let targets: serde_json::Value = serde_json::from_str(&http_get(&server, "/api/v1/targets").1).unwrap();
+    assert_eq!(targets["data"]["activeTargets"].as_array().unwrap().len(), 1);
+    // A second target appears in the file: picked up within the 1 s refresh.
+    std::fs::write(
+        &targets_file,
+        format!("[{{\"targets\": [\"{first}\", \"{second}\"], \"labels\": {{\"dc\": \"dc-1\"}}}}]"),
+    )
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2000));
+    let targets: serde_json::Value = serde_json::from_str(&http_get(&server, "/api/v1/targets").1).unwrap();
+    let active = targets["data"]["activeTargets"].as_array().unwrap();
+    assert_eq!(active.len(), 2, "{targets}");
+    assert!(active.iter().all(|target| target["labels"]["dc"] == "dc-1"));
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let per_instance = sql(
+        &config,
+        "SELECT instance, countIf(up = 1) > 0 FROM scrapes GROUP BY instance ORDER BY instance",
+    );
+    let mut expected = vec![format!("{first}\t1"), format!("{second}\t1")];
+    expected.sort();
+    assert_eq!(per_instance.lines().collect::<Vec<_>>(), expected);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -336,13 +336,15 @@ impl ClickHouseConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BatchingConfig {
-    /// Rows per batch. Default 100,000.
+    /// Rows per batch. Default 1,000,000.
     #[serde(default = "default_max_rows")]
     pub max_rows: u64,
-    /// Encoded bytes per batch. Default `16MiB`.
+    /// Encoded bytes per batch. Default `64MiB`.
     #[serde(default = "default_max_bytes")]
     pub max_bytes: ByteSize,
-    /// Oldest row's age before a flush. Default `1s`.
+    /// Oldest row's age before a flush. Default `5s`: larger, fewer inserts cost the engine
+    /// far less CPU (fleet benchmark: 1.34 cores at 1 s, 0.49 at 5 s for 100k samples/s), and
+    /// the detector reads samples from the scrape path, not from storage.
     #[serde(default = "default_max_age")]
     pub max_age: PromDuration,
 }
@@ -358,15 +360,15 @@ impl Default for BatchingConfig {
 }
 
 fn default_max_rows() -> u64 {
-    100_000
+    1_000_000
 }
 
 fn default_max_bytes() -> ByteSize {
-    ByteSize(16 << 20)
+    ByteSize(64 << 20)
 }
 
 fn default_max_age() -> PromDuration {
-    PromDuration(Duration::from_secs(1))
+    PromDuration(Duration::from_secs(5))
 }
 
 /// `placement`: which labels say where a series runs (the detector's datacenter/host/service).

@@ -8,6 +8,7 @@
 
 pub mod batch;
 pub mod config;
+pub mod discovery;
 pub mod exposition;
 pub mod relabel;
 pub mod scrape;

@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::config::{Job, PlacementConfig, Scheme};
+use crate::config::{Job, PlacementConfig, Scheme, StaticConfig};
 use crate::exposition::{parse, FormatChoice, ParseOptions, Validation};
 use crate::relabel::{process, Labels};
 
@@ -51,10 +51,17 @@ impl Target {
 /// Builds a job's targets from its static configs and `relabel_configs`. Returns the targets
 /// and how many relabeling dropped.
 pub fn targets_for_job(job: &Job) -> (Vec<Target>, usize) {
+    targets_for_groups(job, &job.config.static_configs)
+}
+
+/// Builds targets from target groups (static or discovered) with the job's defaults and
+/// `relabel_configs`. Returns the targets and how many relabeling dropped; a target listed
+/// twice is kept once.
+pub fn targets_for_groups(job: &Job, groups: &[StaticConfig]) -> (Vec<Target>, usize) {
     let config = &job.config;
-    let mut targets = Vec::new();
+    let mut targets: Vec<Target> = Vec::new();
     let mut dropped = 0;
-    for group in &config.static_configs {
+    for group in groups {
         for address in &group.targets {
             let mut labels: Labels = group.labels.clone();
             let defaults = [
@@ -72,6 +79,7 @@ pub fn targets_for_job(job: &Job) -> (Vec<Target>, usize) {
                 }
             }
             match process(&job.relabel, labels).and_then(finish_target) {
+                Some(target) if targets.iter().any(|existing| existing.identity == target.identity) => {}
                 Some(target) => targets.push(target),
                 None => dropped += 1,
             }
@@ -149,17 +157,36 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
     hash
 }
 
-/// Stable id of a series: FNV-1a over its name and sorted labels.
+/// Stable id of a series: FNV-1a over its name and its labels in name order, as
+/// `name \0 label=value \0 label=value …`.
 pub fn series_id(name: &str, labels: &Labels) -> u64 {
-    let mut text = String::with_capacity(64);
-    text.push_str(name);
+    let mut hash = Fnv1a::default();
+    hash.write(name.as_bytes());
     for (label, value) in labels {
-        text.push('\u{0}');
-        text.push_str(label);
-        text.push('=');
-        text.push_str(value);
+        hash.write(b"\0");
+        hash.write(label.as_bytes());
+        hash.write(b"=");
+        hash.write(value.as_bytes());
     }
-    fnv1a(text.as_bytes())
+    hash.0
+}
+
+/// Incremental FNV-1a (same result as [`fnv1a`] over the concatenated bytes).
+struct Fnv1a(u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv1a {
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 ^= u64::from(byte);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
 }
 
 /// Where a series runs, from the placement labels.
@@ -363,11 +390,16 @@ impl Scraper {
                     .iter()
                     .map(|label| (label.name.to_string(), label.value.to_string()))
                     .collect();
-                labels.insert("__name__".to_string(), sample.name.to_string());
-                let Some(mut labels) = process(&job.metric_relabel, labels) else {
-                    continue;
+                // Metric relabeling sees the name as `__name__`; without rules, skip the detour.
+                let (name, mut labels) = if job.metric_relabel.is_empty() {
+                    (sample.name.to_string(), labels)
+                } else {
+                    labels.insert("__name__".to_string(), sample.name.to_string());
+                    let Some(mut labels) = process(&job.metric_relabel, labels) else {
+                        continue;
+                    };
+                    (labels.remove("__name__").unwrap_or_default(), labels)
                 };
-                let name = labels.remove("__name__").unwrap_or_default();
                 attach_target_labels(&mut labels, &target.labels, job.config.honor_labels);
                 for (label, value) in &context.external_labels {
                     labels.entry(label.clone()).or_insert_with(|| value.clone());
@@ -636,6 +668,15 @@ mod tests {
         attach_target_labels(&mut honored, &target, true);
         assert_eq!(honored.get("job").map(String::as_str), Some("app"));
         assert!(!honored.contains_key("exported_job"));
+    }
+
+    #[test]
+    fn series_ids_hash_name_and_sorted_labels() {
+        let labels: Labels = [("b".to_string(), "2".to_string()), ("a".to_string(), "1".to_string())]
+            .into_iter()
+            .collect();
+        assert_eq!(series_id("up", &labels), fnv1a(b"up\0a=1\0b=2"));
+        assert_ne!(series_id("up", &labels), series_id("down", &labels));
     }
 
     #[test]

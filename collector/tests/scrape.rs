@@ -307,3 +307,128 @@ async fn a_failing_target_leaves_the_others_scraping() {
     assert!(good_up >= 5, "good target scraped {good_up} times");
     assert!(bad_down >= 4, "bad target reported down {bad_down} times");
 }
+
+/// Issue 3 acceptance: killing one target mid-run marks only that target down, with the
+/// error, and its `up` goes to 0 within one interval (plus the scrape timeout), while the
+/// other targets stay up. The targets are separate processes (Python's http.server serving a
+/// file), so the kill is a real `kill -9`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_one_target_marks_only_it_down_within_one_interval() {
+    let dir = std::env::temp_dir().join(format!("epicenter-kill-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("metrics"), TEXT_BODY).unwrap();
+    let mut servers = Vec::new();
+    let mut addresses = Vec::new();
+    for _ in 0..3 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new("python3")
+            .args([
+                "-m",
+                "http.server",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+            ])
+            .arg(&dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 (Debian's python3) serves the test targets");
+        servers.push(child);
+        addresses.push(format!("127.0.0.1:{port}"));
+    }
+    for address in &addresses {
+        let ready = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(50));
+            std::net::TcpStream::connect(address).is_ok()
+        });
+        assert!(ready, "{address} did not start");
+    }
+    let target_list: Vec<String> = addresses.iter().map(|address| format!("'{address}'")).collect();
+    let yaml = format!(
+        "scrape_configs:\n  - job_name: fleet\n    scrape_interval: 500ms\n    scrape_timeout: 400ms\n    static_configs: [{{targets: [{}]}}]\n",
+        target_list.join(", ")
+    );
+    let job = Arc::new(Config::from_yaml(&yaml).unwrap().validate().unwrap().remove(0));
+    let (sender, mut receiver) = mpsc::channel(256);
+    let (stop, shutdown) = watch::channel(false);
+    let scraper = Scraper::new().unwrap();
+    let context = Arc::new(context());
+    for target in targets_for_job(&job).0 {
+        tokio::spawn(run_target(
+            target,
+            job.clone(),
+            scraper.clone(),
+            context.clone(),
+            sender.clone(),
+            shutdown.clone(),
+        ));
+    }
+    drop(sender);
+    let started = tokio::time::Instant::now();
+    let kill_at = started + Duration::from_millis(2000);
+    let end = started + Duration::from_millis(4000);
+    let victim = addresses[1].clone();
+    let mut killed = false;
+    let mut outcomes = Vec::new();
+    loop {
+        let wake = if killed { end } else { kill_at };
+        match tokio::time::timeout_at(wake, receiver.recv()).await {
+            Ok(Some(outcome)) => outcomes.push((tokio::time::Instant::now(), outcome)),
+            Ok(None) => break,
+            Err(_) if !killed => {
+                servers[1].kill().unwrap();
+                servers[1].wait().unwrap();
+                killed = true;
+            }
+            Err(_) => break,
+        }
+    }
+    stop.send(true).unwrap();
+    for server in &mut servers {
+        let _ = server.kill();
+        let _ = server.wait();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let deadline = kill_at + job.interval + job.timeout;
+    let mut first_down = None;
+    for (seen, outcome) in &outcomes {
+        let report = &outcome.report;
+        if report.instance != victim {
+            assert!(report.up, "{} went down: {:?}", report.instance, report.error);
+        } else if *seen <= kill_at {
+            assert!(report.up, "victim down before the kill: {:?}", report.error);
+        } else if !report.up {
+            first_down.get_or_insert(*seen);
+            assert!(
+                report.error.as_deref().unwrap_or("").contains("request failed"),
+                "{:?}",
+                report.error
+            );
+            let up = outcome.rows.iter().find(|row| row.name == "up").unwrap();
+            assert_eq!(up.value, 0.0);
+        } else {
+            assert!(*seen < deadline, "victim still up {:?} after the kill", *seen - kill_at);
+        }
+    }
+    let first_down = first_down.expect("the killed target was reported down");
+    assert!(
+        first_down <= deadline,
+        "down reported {:?} after the kill",
+        first_down - kill_at
+    );
+    let others_up = outcomes
+        .iter()
+        .filter(|(seen, outcome)| *seen > kill_at && outcome.report.instance != victim)
+        .count();
+    assert!(
+        others_up >= 6,
+        "the other two targets kept being scraped after the kill ({others_up})"
+    );
+}

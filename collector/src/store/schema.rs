@@ -31,7 +31,7 @@ pub fn statements(database: &str, retention: Duration) -> Vec<String> {
                 dc LowCardinality(String),
                 host LowCardinality(String),
                 service LowCardinality(String),
-                labels Map(LowCardinality(String), String) CODEC(ZSTD(1)),
+                labels Map(LowCardinality(String), String),
                 value Float64 CODEC(Gorilla, ZSTD(1)),
                 series_id UInt64 CODEC(ZSTD(1))
             ) ENGINE = MergeTree
@@ -66,7 +66,6 @@ pub fn statements(database: &str, retention: Duration) -> Vec<String> {
                 host LowCardinality(String),
                 service LowCardinality(String),
                 series_id UInt64,
-                labels SimpleAggregateFunction(any, Map(String, String)),
                 min SimpleAggregateFunction(min, Float64),
                 max SimpleAggregateFunction(max, Float64),
                 sum SimpleAggregateFunction(sum, Float64),
@@ -80,7 +79,7 @@ pub fn statements(database: &str, retention: Duration) -> Vec<String> {
         format!(
             "CREATE MATERIALIZED VIEW IF NOT EXISTS {database}.samples_1m_mv TO {database}.samples_1m AS
             SELECT toStartOfMinute(time) AS minute, metric, dc, host, service, series_id,
-                   any(labels) AS labels, min(value) AS min, max(value) AS max, sum(value) AS sum,
+                   min(value) AS min, max(value) AS max, sum(value) AS sum,
                    count() AS count, argMaxState(value, time) AS last
             FROM {database}.samples
             GROUP BY minute, metric, dc, host, service, series_id"

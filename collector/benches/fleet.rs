@@ -1,0 +1,253 @@
+//! Fleet benchmark (issue 3 acceptance): 200 local targets with 500 series each, scraped every
+//! second for 60 s into the embedded store.
+//!
+//! The targets run in a child process (this binary re-executed with `EPICENTER_FLEET_SERVE`),
+//! so the CPU time measured here — user + system time of this process from /proc/self/stat,
+//! chDB's threads included — is epicenter's alone. At the end it reads `scrapes` and `samples`
+//! back and checks that every scrape was up and that `samples` holds exactly the rows the
+//! scrapes imply (500 body samples + 5 synthetic series each), and compares the scrape count
+//! with the schedule (one per target per interval from its offset).
+//!
+//! Run: `cargo bench -p epicenter-collector --bench fleet` (needs `scripts/setup`).
+//! `EPICENTER_FLEET_SECONDS`, `EPICENTER_FLEET_TARGETS`, `EPICENTER_FLEET_SERIES` shrink it.
+
+#![allow(clippy::unwrap_used, reason = "benchmark: a panic is a failed run")]
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use epicenter_collector::batch::{run_writer, Sink, WriterStats};
+use epicenter_collector::config::{Config, PlacementConfig};
+use epicenter_collector::scrape::{run_target, schedule_offset, targets_for_job, ScrapeContext, Scraper};
+use epicenter_collector::store::{EmbeddedStore, Table};
+
+/// Discards batches: with `EPICENTER_FLEET_SINK=null`, measures epicenter without chDB.
+struct NullSink;
+
+impl Sink for NullSink {
+    fn write(&self, _table: Table, data: &[u8]) -> Result<u64, String> {
+        std::hint::black_box(data);
+        Ok(0)
+    }
+}
+use tokio::sync::{mpsc, watch};
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The body target `index` serves: `series` gauges with 4 labels, in text 0.0.4.
+fn body(index: usize, series: usize) -> String {
+    let mut text = String::with_capacity(series * 110);
+    text.push_str(
+        "# HELP fleet_pool_active_connections Connections in use\n# TYPE fleet_pool_active_connections gauge\n",
+    );
+    for number in 0..series {
+        text.push_str(&format!(
+            "fleet_pool_active_connections{{pool=\"pool-{}\",upstream=\"redis-{}:6379\",shard=\"{}\",target=\"{index}\"}} {}\n",
+            number % 16,
+            number % 12,
+            number,
+            (index * 7 + number * 13) % 97
+        ));
+    }
+    text
+}
+
+/// Child mode: serve `targets` bodies on 127.0.0.1, print the ports, exit when stdin closes.
+fn serve(targets: usize, series: usize) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let mut ports = Vec::new();
+        for index in 0..targets {
+            let text = Arc::new(body(index, series));
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            ports.push(listener.local_addr().unwrap().port().to_string());
+            let app = axum::Router::new().route(
+                "/metrics",
+                axum::routing::get(move || {
+                    let text = text.clone();
+                    async move {
+                        (
+                            [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                            (*text).clone(),
+                        )
+                    }
+                }),
+            );
+            tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        }
+        println!("PORTS {}", ports.join(","));
+        std::io::stdout().flush().unwrap();
+        tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            let _ = std::io::stdin().read_line(&mut line);
+        })
+        .await
+        .unwrap();
+    });
+}
+
+/// User + system CPU seconds of this process so far (/proc/self/stat fields 14 and 15).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after_name.split(' ').collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    let ticks_per_second: f64 = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|output| String::from_utf8(output.stdout).ok())
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(100.0);
+    ticks / ticks_per_second
+}
+
+fn main() {
+    if let Ok(spec) = std::env::var("EPICENTER_FLEET_SERVE") {
+        let (targets, series) = spec.split_once(',').unwrap();
+        serve(targets.parse().unwrap(), series.parse().unwrap());
+        return;
+    }
+    if std::env::args().any(|argument| argument == "--list") {
+        return; // `cargo test --benches` asks for a list
+    }
+    let targets = env_number("EPICENTER_FLEET_TARGETS", 200) as usize;
+    let series = env_number("EPICENTER_FLEET_SERIES", 500) as usize;
+    let seconds = env_number("EPICENTER_FLEET_SECONDS", 60);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .env("EPICENTER_FLEET_SERVE", format!("{targets},{series}"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first_line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first_line)
+        .unwrap();
+    let ports: Vec<&str> = first_line.trim().strip_prefix("PORTS ").unwrap().split(',').collect();
+    assert_eq!(ports.len(), targets);
+
+    let target_list: Vec<String> = ports.iter().map(|port| format!("'127.0.0.1:{port}'")).collect();
+    let yaml = format!(
+        "global: {{scrape_interval: 1s, scrape_timeout: 900ms}}\nscrape_configs:\n  - job_name: fleet\n    static_configs:\n      - targets: [{}]\n        labels: {{dc: dc-1, service: pool}}\n",
+        target_list.join(", ")
+    );
+    let job = Arc::new(Config::from_yaml(&yaml).unwrap().validate().unwrap().remove(0));
+    let data = std::env::temp_dir().join(format!("epicenter-fleet-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let store = Arc::new(EmbeddedStore::open(&data, "fleet").expect("embedded store (run scripts/setup)"));
+    store.migrate(Duration::from_secs(86_400)).unwrap();
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (targets_built, _) = targets_for_job(&job);
+    let offsets: Vec<Duration> = targets_built
+        .iter()
+        .map(|target| schedule_offset(target.identity, job.interval))
+        .collect();
+    let cpu_before = cpu_seconds();
+    let started = Instant::now();
+    let stats = Arc::new(WriterStats::default());
+    let elapsed = runtime.block_on(async {
+        let (sender, inbox) = mpsc::channel(1024);
+        let (stop, shutdown) = watch::channel(false);
+        let null_sink = std::env::var("EPICENTER_FLEET_SINK").is_ok_and(|sink| sink == "null");
+        let mut batching = epicenter_collector::config::BatchingConfig::default();
+        if let Ok(age) = std::env::var("EPICENTER_FLEET_BATCH_AGE") {
+            batching.max_age =
+                epicenter_collector::config::PromDuration(epicenter_collector::config::parse_duration(&age).unwrap());
+            batching.max_rows = 10_000_000;
+            batching.max_bytes = epicenter_collector::config::ByteSize(1 << 30);
+        }
+        if std::env::var("EPICENTER_FLEET_NO_ROLLUP").is_ok() {
+            store.query("DROP VIEW fleet.samples_1m_mv", "TabSeparated").unwrap();
+        }
+        let writer = if null_sink {
+            tokio::spawn(run_writer(Arc::new(NullSink), batching.clone(), inbox, stats.clone()))
+        } else {
+            tokio::spawn(run_writer(store.clone(), batching.clone(), inbox, stats.clone()))
+        };
+        let context = Arc::new(ScrapeContext {
+            placement: PlacementConfig::default(),
+            external_labels: Default::default(),
+        });
+        let scraper = Scraper::new().unwrap();
+        let begin = Instant::now();
+        let tasks: Vec<_> = targets_built
+            .into_iter()
+            .map(|target| {
+                tokio::spawn(run_target(
+                    target,
+                    job.clone(),
+                    scraper.clone(),
+                    context.clone(),
+                    sender.clone(),
+                    shutdown.clone(),
+                ))
+            })
+            .collect();
+        drop(sender);
+        tokio::time::sleep(Duration::from_secs(seconds)).await;
+        let ran_for = begin.elapsed();
+        stop.send(true).unwrap();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        writer.await.unwrap();
+        ran_for
+    });
+    let wall = started.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu_before;
+    drop(child.stdin.take());
+    let _ = child.wait();
+
+    let query = |sql: &str| String::from_utf8(store.query(sql, "TabSeparated").unwrap()).unwrap();
+    let scrapes_line = query("SELECT count(), countIf(up = 1), sum(samples_post_metric_relabeling) FROM fleet.scrapes");
+    let numbers: Vec<u64> = scrapes_line
+        .split_whitespace()
+        .map(|number| number.parse().unwrap())
+        .collect();
+    let (scrapes, up, body_samples) = (numbers[0], numbers[1], numbers[2]);
+    let samples: u64 = query("SELECT count() FROM fleet.samples").trim().parse().unwrap();
+    let expected_samples = body_samples + 5 * scrapes;
+    // The schedule: ticks at offset, offset + 1 s, … before the stop.
+    let scheduled: u64 = offsets
+        .iter()
+        .map(|offset| {
+            if *offset <= elapsed {
+                ((elapsed - *offset).as_nanos() / job.interval.as_nanos()) as u64 + 1
+            } else {
+                0
+            }
+        })
+        .sum();
+    let _ = std::fs::remove_dir_all(&data);
+
+    println!("== fleet: {targets} targets x {series} series, every 1 s for {seconds} s, embedded store ==");
+    println!("scrapes:          {scrapes} written, {up} up, {scheduled} scheduled by the offsets");
+    println!("samples:          {samples} rows, expected {expected_samples} (body samples + 5 synthetic per scrape)");
+    println!("epicenter CPU:    {cpu:.2} s over {wall:.2} s wall = {:.3} cores (scrape + parse + relabel + encode + chDB inserts)", cpu / wall);
+    println!("throughput:       {:.0} samples/s stored", samples as f64 / wall);
+    assert_eq!(
+        samples, expected_samples,
+        "samples must hold exactly the rows the scrapes imply"
+    );
+    assert_eq!(up, scrapes, "every scrape of a healthy local target is up");
+    // A tick that falls within a few milliseconds of the stop may land either side of it.
+    assert!(
+        scrapes.abs_diff(scheduled) <= (targets as u64) / 20 + 1,
+        "scrapes {scrapes} vs scheduled {scheduled}"
+    );
+}

@@ -1,0 +1,222 @@
+//! File-based service discovery (Prometheus `<file_sd_config>`).
+//!
+//! A target file is JSON or YAML (by extension) holding a list of groups:
+//! `[{"targets": ["host:port", …], "labels": {"name": "value", …}}]`. Each group's targets
+//! get the group's labels plus `__meta_filepath` (the file they came from), then go through
+//! the job's `relabel_configs` like static targets. Patterns may use `*` and `?` in the file
+//! name (`targets/redis-*.json`). [`FileDiscovery::poll`] re-reads the files whose
+//! modification time or size changed, and is what the runner calls every few seconds and at
+//! each `refresh_interval`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::Deserialize;
+
+use crate::config::StaticConfig;
+
+/// One group of a target file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileGroup {
+    targets: Vec<String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+
+/// Reads one target file. Errors name the file and, for YAML/JSON problems, where.
+pub fn read_target_file(path: &Path) -> Result<Vec<StaticConfig>, String> {
+    let text = std::fs::read_to_string(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    let groups: Vec<FileGroup> = if path.extension().is_some_and(|extension| extension == "json") {
+        serde_json::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?
+    } else if text.trim().is_empty() {
+        Vec::new()
+    } else {
+        serde_norway::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?
+    };
+    Ok(groups
+        .into_iter()
+        .map(|group| {
+            let mut labels = group.labels;
+            labels.insert("__meta_filepath".to_string(), path.display().to_string());
+            StaticConfig {
+                targets: group.targets,
+                labels,
+            }
+        })
+        .collect())
+}
+
+/// Files matching `pattern` (wildcards `*` and `?` in the last path component), sorted.
+pub fn expand_pattern(pattern: &str) -> Vec<PathBuf> {
+    let path = Path::new(pattern);
+    let Some(file_pattern) = path.file_name().and_then(|name| name.to_str()) else {
+        return Vec::new();
+    };
+    if !file_pattern.contains(['*', '?']) {
+        return if path.is_file() {
+            vec![path.to_path_buf()]
+        } else {
+            Vec::new()
+        };
+    }
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let Ok(entries) = std::fs::read_dir(&directory) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|entry| {
+            entry
+                .file_name()
+                .to_str()
+                .is_some_and(|name| wildcard_match(file_pattern, name))
+        })
+        .map(|entry| entry.path())
+        .filter(|path| path.is_file())
+        .collect();
+    files.sort();
+    files
+}
+
+/// `*` matches any run of characters, `?` one character.
+fn wildcard_match(pattern: &str, name: &str) -> bool {
+    let pattern: Vec<char> = pattern.chars().collect();
+    let name: Vec<char> = name.chars().collect();
+    let (mut p, mut n) = (0, 0);
+    let (mut star, mut star_n) = (None, 0);
+    while n < name.len() {
+        if p < pattern.len() && (pattern[p] == '?' || pattern[p] == name[n]) {
+            p += 1;
+            n += 1;
+        } else if p < pattern.len() && pattern[p] == '*' {
+            star = Some(p);
+            star_n = n;
+            p += 1;
+        } else if let Some(star_position) = star {
+            p = star_position + 1;
+            star_n += 1;
+            n = star_n;
+        } else {
+            return false;
+        }
+    }
+    while p < pattern.len() && pattern[p] == '*' {
+        p += 1;
+    }
+    p == pattern.len()
+}
+
+/// The files of one job's `file_sd_configs`, with what was last read from each.
+#[derive(Debug, Default)]
+pub struct FileDiscovery {
+    patterns: Vec<String>,
+    files: BTreeMap<PathBuf, (Option<SystemTime>, u64, Vec<StaticConfig>)>,
+}
+
+impl FileDiscovery {
+    /// Discovery over `patterns` (paths or globs).
+    pub fn new(patterns: Vec<String>) -> FileDiscovery {
+        FileDiscovery {
+            patterns,
+            files: BTreeMap::new(),
+        }
+    }
+
+    /// Re-reads files that appeared, changed (modification time or size) or vanished.
+    /// Returns the current groups of all files when anything changed, `None` otherwise, plus
+    /// the errors met (a file that fails to read keeps its previous groups).
+    pub fn poll(&mut self) -> (Option<Vec<StaticConfig>>, Vec<String>) {
+        let mut errors = Vec::new();
+        let mut changed = false;
+        let mut seen = Vec::new();
+        for pattern in &self.patterns {
+            for path in expand_pattern(pattern) {
+                let metadata = std::fs::metadata(&path).ok();
+                let modified = metadata.as_ref().and_then(|metadata| metadata.modified().ok());
+                let size = metadata.as_ref().map_or(0, std::fs::Metadata::len);
+                seen.push(path.clone());
+                let unchanged = self
+                    .files
+                    .get(&path)
+                    .is_some_and(|(last_modified, last_size, _)| *last_modified == modified && *last_size == size);
+                if unchanged {
+                    continue;
+                }
+                match read_target_file(&path) {
+                    Ok(groups) => {
+                        self.files.insert(path, (modified, size, groups));
+                        changed = true;
+                    }
+                    Err(error) => errors.push(error),
+                }
+            }
+        }
+        let before = self.files.len();
+        self.files.retain(|path, _| seen.contains(path));
+        changed |= self.files.len() != before;
+        let groups = changed.then(|| self.files.values().flat_map(|(_, _, groups)| groups.clone()).collect());
+        (groups, errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards() {
+        assert!(wildcard_match("redis-*.json", "redis-dc1.json"));
+        assert!(wildcard_match("*.yml", "a.yml"));
+        assert!(wildcard_match("node-?.json", "node-7.json"));
+        assert!(!wildcard_match("redis-*.json", "redis-dc1.yml"));
+        assert!(!wildcard_match("node-?.json", "node-17.json"));
+    }
+
+    #[test]
+    fn files_are_read_and_changes_picked_up() {
+        let dir = std::env::temp_dir().join(format!("epicenter-file-sd-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let json = dir.join("redis-a.json");
+        std::fs::write(&json, r#"[{"targets": ["10.0.0.1:9121"], "labels": {"dc": "dc-1"}}]"#).unwrap();
+        let yaml = dir.join("redis-b.yml");
+        std::fs::write(
+            &yaml,
+            "- targets: ['10.0.0.2:9121', '10.0.0.3:9121']\n  labels: {dc: dc-2}\n",
+        )
+        .unwrap();
+        let mut discovery = FileDiscovery::new(vec![
+            format!("{}/redis-*.json", dir.display()),
+            yaml.display().to_string(),
+        ]);
+        let (groups, errors) = discovery.poll();
+        assert!(errors.is_empty(), "{errors:?}");
+        let groups = groups.unwrap();
+        let targets: usize = groups.iter().map(|group| group.targets.len()).sum();
+        assert_eq!(targets, 3);
+        assert_eq!(
+            groups[0].labels.get("__meta_filepath").map(String::as_str),
+            Some(json.to_str().unwrap())
+        );
+        // Nothing changed: nothing to do.
+        assert_eq!(discovery.poll().0, None);
+        // A changed file (different size) is read again; a bad one keeps its last groups.
+        std::fs::write(&json, r#"[{"targets": ["10.0.0.1:9121", "10.0.0.9:9121"]}]"#).unwrap();
+        let groups = discovery.poll().0.unwrap();
+        assert_eq!(groups.iter().map(|group| group.targets.len()).sum::<usize>(), 4);
+        std::fs::write(&yaml, "- targets: [unterminated\n").unwrap();
+        let (groups, errors) = discovery.poll();
+        assert_eq!(groups, None);
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].contains("redis-b.yml"), "{errors:?}");
+        // A removed file's targets go away.
+        std::fs::remove_file(&json).unwrap();
+        let groups = discovery.poll().0.unwrap();
+        assert_eq!(groups.iter().map(|group| group.targets.len()).sum::<usize>(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
