@@ -16,6 +16,7 @@ use epicenter_collector::relabel::Labels;
 use epicenter_collector::scrape::{
     run_target, targets_for_groups, targets_for_job, ScrapeContext, ScrapeOutcome, Scraper,
 };
+use epicenter_collector::store::clickhouse::ClickHouseStore;
 use epicenter_collector::store::EmbeddedStore;
 use tokio::sync::{mpsc, watch};
 
@@ -62,14 +63,48 @@ pub(crate) fn load_config(path: &PathBuf) -> Result<(Config, Vec<Job>), ExitCode
     }
 }
 
-/// Opens the store the configuration names and creates the schema.
-pub(crate) fn open_store(config: &Config) -> Result<EmbeddedStore, ExitCode> {
+/// The store a configuration names.
+pub(crate) enum Store {
+    /// The embedded chDB engine.
+    Embedded(Arc<EmbeddedStore>),
+    /// A ClickHouse server over HTTP.
+    Server(Arc<ClickHouseStore>),
+}
+
+impl Store {
+    /// Runs a query and returns its output in `format`.
+    pub(crate) fn query(&self, runtime: &tokio::runtime::Runtime, sql: &str, format: &str) -> Result<Vec<u8>, String> {
+        match self {
+            Store::Embedded(store) => store.query(sql, format).map_err(|error| error.to_string()),
+            Store::Server(store) => runtime
+                .block_on(store.query(sql, format))
+                .map_err(|error| error.to_string()),
+        }
+    }
+
+    fn describe(&self, config: &Config) -> String {
+        match self {
+            Store::Embedded(_) => format!("the embedded store at {}", config.storage.embedded_path().display()),
+            Store::Server(store) => format!("{store:?}"),
+        }
+    }
+}
+
+/// Opens the store the configuration names and creates the schema (idempotent).
+pub(crate) fn open_store(config: &Config, runtime: &tokio::runtime::Runtime) -> Result<Store, ExitCode> {
     if let Some(clickhouse) = &config.storage.clickhouse {
-        eprintln!(
-            "error: storage.clickhouse ({}): the ClickHouse server sink is not built yet; remove storage.clickhouse to use the embedded store",
-            clickhouse.url
-        );
-        return Err(ExitCode::from(EXIT_CONFIG));
+        let password = clickhouse.password().map_err(|error| {
+            eprintln!("error: {error}");
+            ExitCode::from(EXIT_CONFIG)
+        })?;
+        let store = ClickHouseStore::new(clickhouse, password);
+        runtime
+            .block_on(store.migrate(config.storage.retention()))
+            .map_err(|error| {
+                eprintln!("error: creating the schema: {error}");
+                ExitCode::from(1)
+            })?;
+        return Ok(Store::Server(Arc::new(store)));
     }
     let path = config.storage.embedded_path();
     let store = EmbeddedStore::open(&path, EMBEDDED_DATABASE).map_err(|error| {
@@ -83,7 +118,18 @@ pub(crate) fn open_store(config: &Config) -> Result<EmbeddedStore, ExitCode> {
             eprintln!("error: embedded store at {}: {error}", path.display());
             ExitCode::from(1)
         })?;
-    Ok(store)
+    Ok(Store::Embedded(Arc::new(store)))
+}
+
+/// A tokio runtime for the command, or the reason it could not start.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| {
+            eprintln!("error: cannot start the async runtime: {error}");
+            ExitCode::from(1)
+        })
 }
 
 /// Runs `epicenter run`.
@@ -92,21 +138,18 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
-    let store = match open_store(&config) {
-        Ok(store) => Arc::new(store),
+    let runtime = match runtime() {
+        Ok(runtime) => runtime,
         Err(code) => return code,
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::from(1);
-        }
+    let store = match open_store(&config, &runtime) {
+        Ok(store) => store,
+        Err(code) => return code,
     };
     runtime.block_on(serve(config, jobs, store, args.run_for))
 }
 
-async fn serve(config: Config, jobs: Vec<Job>, store: Arc<EmbeddedStore>, run_for: Option<Duration>) -> ExitCode {
+async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for: Option<Duration>) -> ExitCode {
     let scraper = match Scraper::new() {
         Ok(scraper) => scraper,
         Err(error) => {
@@ -154,7 +197,13 @@ async fn serve(config: Config, jobs: Vec<Job>, store: Arc<EmbeddedStore>, run_fo
             tracing::error!(%error, "own HTTP server stopped");
         }
     });
-    let writer = tokio::spawn(run_writer(store.clone(), config.batching.clone(), inbox, stats.clone()));
+    let where_to = store.describe(&config);
+    let writer = match &store {
+        Store::Embedded(store) => {
+            tokio::spawn(run_writer(store.clone(), config.batching.clone(), inbox, stats.clone()))
+        }
+        Store::Server(store) => tokio::spawn(run_writer(store.clone(), config.batching.clone(), inbox, stats.clone())),
+    };
     // Between the targets and the writer: target health and epicenter's own metrics.
     let observer_state = state.clone();
     let observer = tokio::spawn(async move {
@@ -186,8 +235,7 @@ async fn serve(config: Config, jobs: Vec<Job>, store: Arc<EmbeddedStore>, run_fo
     }
     drop(sender);
     eprintln!(
-        "epicenter: scraping {target_count} static targets (plus any file_sd targets) into the embedded store at {}; own endpoints on http://{} ({})",
-        config.storage.embedded_path().display(),
+        "epicenter: scraping {target_count} static targets (plus any file_sd targets) into {where_to}; own endpoints on http://{} ({})",
         config.server.listen_address,
         match run_for {
             Some(duration) => format!("stopping after {duration:?}"),

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Args;
 use epicenter_collector::config::Config;
 
-use crate::run::{load_config, open_store};
+use crate::run::{load_config, open_store, runtime};
 
 /// Arguments of `epicenter sql`.
 #[derive(Args, Debug)]
@@ -16,7 +16,8 @@ pub(crate) struct SqlArgs {
     #[arg(value_name = "QUERY")]
     query: String,
 
-    /// Configuration naming the store; without it, the embedded store in ./data.
+    /// Configuration naming the store (embedded, or `storage.clickhouse`); without it, the
+    /// embedded store in ./data.
     #[arg(long, short, value_name = "FILE")]
     config: Option<PathBuf>,
 
@@ -35,11 +36,15 @@ pub(crate) fn run(args: &SqlArgs) -> ExitCode {
         },
         None => Config::default(),
     };
-    let store = match open_store(&config) {
+    let runtime = match runtime() {
+        Ok(runtime) => runtime,
+        Err(code) => return code,
+    };
+    let store = match open_store(&config, &runtime) {
         Ok(store) => store,
         Err(code) => return code,
     };
-    match store.query(&args.query, &args.format) {
+    match store.query(&runtime, &args.query, &args.format) {
         Ok(output) => {
             let mut stdout = std::io::stdout().lock();
             if stdout.write_all(&output).and_then(|()| stdout.flush()).is_err() {

@@ -9,6 +9,8 @@
 //! with the schedule (one per target per interval from its offset).
 //!
 //! Run: `cargo bench -p epicenter-collector --bench fleet` (needs `scripts/setup`).
+//! `EPICENTER_FLEET_SINK=clickhouse` writes through the ClickHouse server sink to the
+//! ClickHouse HTTP interface this process serves over the same engine; `=null` discards.
 //! `EPICENTER_FLEET_SECONDS`, `EPICENTER_FLEET_TARGETS`, `EPICENTER_FLEET_SERIES` shrink it.
 
 #![allow(clippy::unwrap_used, reason = "benchmark: a panic is a failed run")]
@@ -18,16 +20,17 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use epicenter_collector::batch::{run_writer, Sink, WriterStats};
-use epicenter_collector::config::{Config, PlacementConfig};
+use epicenter_collector::batch::{run_writer, Sink, SinkError, WriterStats};
+use epicenter_collector::config::{ClickHouseConfig, Config, PlacementConfig};
 use epicenter_collector::scrape::{run_target, schedule_offset, targets_for_job, ScrapeContext, Scraper};
+use epicenter_collector::store::clickhouse::ClickHouseStore;
 use epicenter_collector::store::{EmbeddedStore, Table};
 
 /// Discards batches: with `EPICENTER_FLEET_SINK=null`, measures epicenter without chDB.
 struct NullSink;
 
 impl Sink for NullSink {
-    fn write(&self, _table: Table, data: &[u8]) -> Result<u64, String> {
+    async fn write(self: Arc<Self>, _table: Table, data: Arc<Vec<u8>>) -> Result<u64, SinkError> {
         std::hint::black_box(data);
         Ok(0)
     }
@@ -174,8 +177,27 @@ fn main() {
         if std::env::var("EPICENTER_FLEET_NO_ROLLUP").is_ok() {
             store.query("DROP VIEW fleet.samples_1m_mv", "TabSeparated").unwrap();
         }
+        let sink = std::env::var("EPICENTER_FLEET_SINK").unwrap_or_default();
         let writer = if null_sink {
             tokio::spawn(run_writer(Arc::new(NullSink), batching.clone(), inbox, stats.clone()))
+        } else if sink == "clickhouse" {
+            // The ClickHouse server sink, over the ClickHouse HTTP interface served by this
+            // process on the same engine (store::http): the HTTP path runs end to end.
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}", listener.local_addr().unwrap());
+            let router = epicenter_collector::store::http::router(store.clone());
+            tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+            let config = ClickHouseConfig {
+                url,
+                database: "fleet".into(),
+                user: "default".into(),
+                password_env: None,
+                password_file: None,
+                tls: None,
+            };
+            let server = Arc::new(ClickHouseStore::new(&config, None));
+            server.migrate(Duration::from_secs(86_400)).await.unwrap();
+            tokio::spawn(run_writer(server, batching.clone(), inbox, stats.clone()))
         } else {
             tokio::spawn(run_writer(store.clone(), batching.clone(), inbox, stats.clone()))
         };
@@ -235,11 +257,14 @@ fn main() {
         .sum();
     let _ = std::fs::remove_dir_all(&data);
 
-    println!("== fleet: {targets} targets x {series} series, every 1 s for {seconds} s, embedded store ==");
+    let sink_name = std::env::var("EPICENTER_FLEET_SINK").unwrap_or_else(|_| "embedded".to_string());
+    println!("== fleet: {targets} targets x {series} series, every 1 s for {seconds} s, sink {sink_name} ==");
     println!("scrapes:          {scrapes} written, {up} up, {scheduled} scheduled by the offsets");
     println!("samples:          {samples} rows, expected {expected_samples} (body samples + 5 synthetic per scrape)");
     println!("epicenter CPU:    {cpu:.2} s over {wall:.2} s wall = {:.3} cores (scrape + parse + relabel + encode + chDB inserts)", cpu / wall);
     println!("throughput:       {:.0} samples/s stored", samples as f64 / wall);
+    let failed = stats.sample_rows_failed.load(std::sync::atomic::Ordering::Relaxed);
+    println!("writer:           {failed} sample rows failed");
     assert_eq!(
         samples, expected_samples,
         "samples must hold exactly the rows the scrapes imply"

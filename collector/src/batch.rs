@@ -3,11 +3,13 @@
 //! Rows are encoded as RowBinary as they arrive, so the batch's size in bytes is exact; the
 //! batch is flushed when it reaches `batching.max_rows` or `batching.max_bytes`, when its
 //! oldest row is `batching.max_age` old, and when the inbox closes (shutdown). A flush runs on
-//! the blocking pool (the store's calls block). A failed flush is retried with exponential
-//! backoff (3 attempts, 200 ms doubling) before the batch is counted as failed and dropped, so
-//! one bad batch cannot stall scraping. The seam for the on-disk spool of a later issue is
+//! the sink's own terms (the embedded store on the blocking pool). A failed flush whose error
+//! is retryable (network, server failure) is retried with exponential backoff (3 attempts,
+//! 200 ms doubling); then, or at once for data errors, the batch is counted as failed and
+//! dropped, so one bad batch cannot stall scraping. The seam for the on-disk spool of a later issue is
 //! [`Sink`]: the batcher hands it finished batches.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,19 +19,46 @@ use tokio::time::Instant;
 
 use crate::config::BatchingConfig;
 use crate::scrape::ScrapeOutcome;
+use crate::store::clickhouse::ClickHouseStore;
 use crate::store::{rowbinary, EmbeddedStore, Table};
 
-/// Where finished batches go. Implemented by the embedded store; the ClickHouse server sink
-/// and the spool implement it next.
+/// Where finished batches go: the embedded store, a ClickHouse server, and next the spool.
 pub trait Sink: Send + Sync + 'static {
-    /// Writes RowBinary-encoded rows to `table`; blocking. Errors are messages for logs and
-    /// counters.
-    fn write(&self, table: Table, data: &[u8]) -> Result<u64, String>;
+    /// Writes RowBinary-encoded rows to `table`. Errors say whether a retry can help.
+    fn write(self: Arc<Self>, table: Table, data: Arc<Vec<u8>>) -> impl Future<Output = Result<u64, SinkError>> + Send;
+}
+
+/// A failed write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SinkError {
+    /// What went wrong.
+    pub message: String,
+    /// Whether trying again can help (network trouble, server failures) or not (bad data).
+    pub retryable: bool,
 }
 
 impl Sink for EmbeddedStore {
-    fn write(&self, table: Table, data: &[u8]) -> Result<u64, String> {
-        self.insert_encoded(table, data).map_err(|error| error.to_string())
+    async fn write(self: Arc<Self>, table: Table, data: Arc<Vec<u8>>) -> Result<u64, SinkError> {
+        tokio::task::spawn_blocking(move || self.insert_encoded(table, &data))
+            .await
+            .map_err(|error| SinkError {
+                message: format!("writer task failed: {error}"),
+                retryable: false,
+            })?
+            // The embedded engine fails the same way twice; retrying only delays other batches.
+            .map_err(|error| SinkError {
+                message: error.to_string(),
+                retryable: false,
+            })
+    }
+}
+
+impl Sink for ClickHouseStore {
+    async fn write(self: Arc<Self>, table: Table, data: Arc<Vec<u8>>) -> Result<u64, SinkError> {
+        self.insert_encoded(table, &data).await.map_err(|error| SinkError {
+            message: error.to_string(),
+            retryable: error.retryable,
+        })
     }
 }
 
@@ -132,24 +161,19 @@ async fn flush<S: Sink>(sink: &Arc<S>, batch: Batch, stats: &Arc<WriterStats>) {
         let mut delay = Duration::from_millis(200);
         let mut attempt = 1;
         loop {
-            let sink = sink.clone();
-            let chunk = data.clone();
-            let result = tokio::task::spawn_blocking(move || sink.write(table, &chunk))
-                .await
-                .unwrap_or_else(|join| Err(format!("writer task failed: {join}")));
-            match result {
+            match sink.clone().write(table, data.clone()).await {
                 Ok(_) => {
                     written.fetch_add(rows, Ordering::Relaxed);
                     break;
                 }
-                Err(error) if attempt < 3 => {
-                    tracing::warn!(?table, attempt, %error, "flush failed; retrying");
+                Err(error) if error.retryable && attempt < 3 => {
+                    tracing::warn!(?table, attempt, error = %error.message, "flush failed; retrying");
                     tokio::time::sleep(delay).await;
                     delay *= 2;
                     attempt += 1;
                 }
                 Err(error) => {
-                    tracing::error!(?table, rows, %error, "flush failed after 3 attempts; batch dropped");
+                    tracing::error!(?table, rows, attempt, error = %error.message, "flush failed; batch dropped");
                     if table == Table::Samples {
                         stats.sample_rows_failed.fetch_add(rows, Ordering::Relaxed);
                     }
@@ -178,10 +202,13 @@ mod tests {
     }
 
     impl Sink for Recorder {
-        fn write(&self, table: Table, data: &[u8]) -> Result<u64, String> {
+        async fn write(self: Arc<Self>, table: Table, data: Arc<Vec<u8>>) -> Result<u64, SinkError> {
             if self.failures.load(Ordering::SeqCst) > 0 {
                 self.failures.fetch_sub(1, Ordering::SeqCst);
-                return Err("injected failure".to_string());
+                return Err(SinkError {
+                    message: "injected failure".to_string(),
+                    retryable: true,
+                });
             }
             self.writes.lock().unwrap().push((table, data.len()));
             Ok(0)

@@ -7,6 +7,8 @@
 //! `tokio::task::spawn_blocking`.
 
 pub mod chdb;
+pub mod clickhouse;
+pub mod http;
 pub mod rowbinary;
 pub mod schema;
 
@@ -60,6 +62,25 @@ impl EmbeddedStore {
         self.with_chdb(|chdb| chdb.query(sql, format))
     }
 
+    /// Runs a query with `database` as the current database (for the HTTP interface's
+    /// `database` parameter); the connection's current database is restored afterwards.
+    pub fn query_in(&self, database: Option<&str>, sql: &str, format: &str) -> Result<Vec<u8>, ChdbError> {
+        self.with_chdb(|chdb| {
+            let Some(database) = database else {
+                return chdb.query(sql, format);
+            };
+            chdb.query(&format!("USE {database}"), "TabSeparated")?;
+            let result = chdb.query(sql, format);
+            let _ = chdb.query(&format!("USE {}", self.database), "TabSeparated");
+            result
+        })
+    }
+
+    /// Streams `data` in `format` into `insert` (`INSERT INTO t (cols)`, no FORMAT clause).
+    pub fn insert_raw(&self, insert: &str, format: &str, data: &[u8]) -> Result<u64, ChdbError> {
+        self.with_chdb(|chdb| chdb.insert(insert, format, data))
+    }
+
     /// Writes sample rows to `samples`. Returns the rows chDB reports written (the
     /// per-minute rollup's rows included).
     pub fn write_samples(&self, rows: &[SampleRow]) -> Result<u64, ChdbError> {
@@ -81,11 +102,7 @@ impl EmbeddedStore {
         if data.is_empty() {
             return Ok(0);
         }
-        let (name, columns) = match table {
-            Table::Samples => ("samples", schema::SAMPLE_COLUMNS),
-            Table::Scrapes => ("scrapes", schema::SCRAPE_COLUMNS),
-        };
-        let insert = format!("INSERT INTO {}.{name} ({columns})", self.database);
+        let insert = format!("INSERT INTO {}.{} ({})", self.database, table.name(), table.columns());
         self.with_chdb(|chdb| chdb.insert(&insert, "RowBinary", data))
     }
 }
@@ -97,6 +114,24 @@ pub enum Table {
     Samples,
     /// `scrapes`: one row per scrape.
     Scrapes,
+}
+
+impl Table {
+    /// The table's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Samples => "samples",
+            Table::Scrapes => "scrapes",
+        }
+    }
+
+    /// Its columns in the order [`rowbinary`] encodes them.
+    pub fn columns(self) -> &'static str {
+        match self {
+            Table::Samples => schema::SAMPLE_COLUMNS,
+            Table::Scrapes => schema::SCRAPE_COLUMNS,
+        }
+    }
 }
 
 impl EmbeddedStore {

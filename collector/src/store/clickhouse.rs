@@ -1,0 +1,132 @@
+//! A ClickHouse server over its HTTP interface, through the official `clickhouse` crate
+//! (0.15.3; what it sends is in `../shared/CLICKHOUSE_HTTP.md`): DDL and queries with
+//! `query_raw`, rows with `insert_formatted_with(... FORMAT RowBinary)` compressed with LZ4.
+//! Same schema and SQL as the embedded store.
+
+use std::time::Duration;
+
+use super::{schema, Table};
+use crate::config::{ClickHouseConfig, Secret};
+
+/// A ClickHouse server holding epicenter's tables in one database.
+#[derive(Clone)]
+pub struct ClickHouseStore {
+    client: clickhouse::Client,
+    database: String,
+    url: String,
+}
+
+impl std::fmt::Debug for ClickHouseStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClickHouseStore")
+            .field("url", &self.url)
+            .field("database", &self.database)
+            .finish()
+    }
+}
+
+/// A failed request, and whether trying again can help (network errors and server-side
+/// failures yes; ClickHouse data, type and syntax errors no).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("ClickHouse at {url}: {message}")]
+pub struct ClickHouseError {
+    /// Server URL.
+    pub url: String,
+    /// What went wrong (the server's exception text when it sent one).
+    pub message: String,
+    /// Whether a retry may succeed.
+    pub retryable: bool,
+}
+
+/// Exception names of ClickHouse errors that repeat on retry (bad data, types, SQL).
+const PERMANENT: &[&str] = &[
+    "SYNTAX_ERROR",
+    "TYPE_MISMATCH",
+    "CANNOT_PARSE",
+    "CANNOT_READ_ALL_DATA",
+    "UNKNOWN_TABLE",
+    "UNKNOWN_DATABASE",
+    "UNKNOWN_IDENTIFIER",
+    "NO_SUCH_COLUMN",
+    "ILLEGAL_TYPE_OF_ARGUMENT",
+    "ILLEGAL_COLUMN",
+    "AUTHENTICATION_FAILED",
+    "READONLY",
+];
+
+impl ClickHouseStore {
+    /// A client for `config` (password already read, see [`ClickHouseConfig::password`]),
+    /// with LZ4-compressed inserts.
+    pub fn new(config: &ClickHouseConfig, password: Option<Secret>) -> ClickHouseStore {
+        let mut client = clickhouse::Client::default()
+            .with_url(config.url.clone())
+            .with_user(config.user.clone())
+            .with_compression(clickhouse::Compression::Lz4);
+        if let Some(password) = password {
+            client = client.with_password(password.expose());
+        }
+        ClickHouseStore {
+            client,
+            database: config.database.clone(),
+            url: config.url.clone(),
+        }
+    }
+
+    fn error(&self, error: clickhouse::error::Error) -> ClickHouseError {
+        let message = error.to_string();
+        let retryable = match &error {
+            clickhouse::error::Error::Network(_) | clickhouse::error::Error::TimedOut => true,
+            clickhouse::error::Error::BadResponse(text) => !PERMANENT.iter().any(|name| text.contains(name)),
+            _ => false,
+        };
+        ClickHouseError {
+            url: self.url.clone(),
+            message,
+            retryable,
+        }
+    }
+
+    /// Creates the schema if it is missing (idempotent).
+    pub async fn migrate(&self, retention: Duration) -> Result<(), ClickHouseError> {
+        for statement in schema::statements(&self.database, retention) {
+            self.client
+                .query_raw(&statement)
+                .execute()
+                .await
+                .map_err(|error| self.error(error))?;
+        }
+        Ok(())
+    }
+
+    /// Runs a query (tables may be named without the database) and returns the output in
+    /// `format`.
+    pub async fn query(&self, sql: &str, format: &str) -> Result<Vec<u8>, ClickHouseError> {
+        let client = self.client.clone().with_database(self.database.clone());
+        let mut cursor = client
+            .query_raw(sql)
+            .fetch_bytes(format)
+            .map_err(|error| self.error(error))?;
+        let bytes = cursor.collect().await.map_err(|error| self.error(error))?;
+        Ok(bytes.to_vec())
+    }
+
+    /// Inserts RowBinary rows in `table`'s column order.
+    pub async fn insert_encoded(&self, table: Table, data: &[u8]) -> Result<u64, ClickHouseError> {
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let sql = format!(
+            "INSERT INTO {}.{} ({}) FORMAT RowBinary",
+            self.database,
+            table.name(),
+            table.columns()
+        );
+        let mut insert = self.client.insert_formatted_with(sql);
+        insert
+            .send(bytes::Bytes::copy_from_slice(data))
+            .await
+            .map_err(|error| self.error(error))?;
+        insert.end().await.map_err(|error| self.error(error))?;
+        Ok(0)
+    }
+}

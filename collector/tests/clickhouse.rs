@@ -1,0 +1,196 @@
+//! The ClickHouse server sink (official `clickhouse` crate, LZ4 inserts) against the
+//! ClickHouse HTTP interface served over the real embedded engine (`store::http`): schema,
+//! inserts, queries and errors go over HTTP exactly as they would to a server.
+//!
+//! Needs `libchdb.so` (`scripts/setup`); skipped without it except in CI.
+
+#![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use epicenter_collector::batch::{run_writer, Sink, WriterStats};
+use epicenter_collector::config::{BatchingConfig, ClickHouseConfig};
+use epicenter_collector::scrape::{Placement, SampleRow, ScrapeOutcome, ScrapeReport};
+use epicenter_collector::store::clickhouse::ClickHouseStore;
+use epicenter_collector::store::{http, library_path, EmbeddedStore, Table};
+use tokio::sync::mpsc;
+
+fn library_available() -> bool {
+    if library_path().exists() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{} missing: CI runs scripts/setup first",
+        library_path().display()
+    );
+    eprintln!(
+        "SKIPPED: chDB library not found at {} (run scripts/setup)",
+        library_path().display()
+    );
+    false
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+fn outcome(index: u64, samples: usize) -> ScrapeOutcome {
+    let placement = Placement {
+        dc: "dc-2".into(),
+        host: format!("redis-{index}"),
+        service: "redis".into(),
+    };
+    let rows = (0..samples)
+        .map(|number| {
+            let labels = [
+                ("job".to_string(), "redis".to_string()),
+                ("cmd".to_string(), format!("cmd{number}")),
+            ]
+            .into_iter()
+            .collect();
+            SampleRow {
+                timestamp_ms: now_ms(),
+                name: "redis_commands_total".into(),
+                labels,
+                value: (index * 1000 + number as u64) as f64 + 0.25,
+                series_id: index * 1000 + number as u64,
+                placement: placement.clone(),
+            }
+        })
+        .collect();
+    let report = ScrapeReport {
+        timestamp_ms: now_ms(),
+        job: "redis".into(),
+        instance: format!("redis-{index}:9121"),
+        placement,
+        up: true,
+        duration_seconds: 0.012,
+        samples_scraped: samples as u64,
+        samples_post_metric_relabeling: samples as u64,
+        series_added: 0,
+        error: None,
+    };
+    ScrapeOutcome { rows, report }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_sink_writes_and_reads_through_the_http_interface() {
+    if !library_available() {
+        return;
+    }
+    let data = std::env::temp_dir().join(format!("epicenter-clickhouse-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let embedded = Arc::new(EmbeddedStore::open(&data, "default").unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let router = http::router(embedded.clone());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+
+    let config = ClickHouseConfig {
+        url: url.clone(),
+        database: "over_http".into(),
+        user: "default".into(),
+        password_env: None,
+        password_file: None,
+        tls: None,
+    };
+    let store = Arc::new(ClickHouseStore::new(&config, None));
+    store.migrate(Duration::from_secs(86_400)).await.unwrap();
+    store.migrate(Duration::from_secs(86_400)).await.unwrap();
+
+    // Through the batching writer, as `epicenter run` does.
+    let stats = Arc::new(WriterStats::default());
+    let (sender, inbox) = mpsc::channel(16);
+    let writer = tokio::spawn(run_writer(
+        store.clone(),
+        BatchingConfig::default(),
+        inbox,
+        stats.clone(),
+    ));
+    for index in 0..20 {
+        sender.send(outcome(index, 50)).await.unwrap();
+    }
+    // One large scrape: its batch (about 6 MB of RowBinary) is far above axum's default
+    // 2 MB request limit, which the endpoint raises.
+    sender.send(outcome(100, 60_000)).await.unwrap();
+    drop(sender);
+    writer.await.unwrap();
+    assert_eq!(
+        stats.sample_rows_written.load(std::sync::atomic::Ordering::SeqCst),
+        61_000
+    );
+    assert_eq!(stats.sample_rows_failed.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    // Read back over HTTP, and directly from the engine: the same rows.
+    let over_http = String::from_utf8(
+        store
+            .query(
+                "SELECT count(), sum(value), uniqExact(host) FROM samples WHERE host != 'redis-100'",
+                "TabSeparated",
+            )
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let direct = String::from_utf8(
+        embedded
+            .query(
+                "SELECT count(), sum(value), uniqExact(host) FROM over_http.samples WHERE host != 'redis-100'",
+                "TabSeparated",
+            )
+            .unwrap(),
+    )
+    .unwrap();
+    let large = String::from_utf8(
+        store
+            .query("SELECT count() FROM samples WHERE host = 'redis-100'", "TabSeparated")
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(large.trim_end(), "60000");
+    let expected_sum: f64 = (0..20u64)
+        .flat_map(|index| (0..50u64).map(move |number| (index * 1000 + number) as f64 + 0.25))
+        .sum();
+    assert_eq!(over_http, direct);
+    assert_eq!(over_http.trim_end(), format!("1000\t{expected_sum}\t20"));
+    let scrapes = String::from_utf8(
+        store
+            .query("SELECT count(), sum(up) FROM scrapes", "TabSeparated")
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(scrapes.trim_end(), "21\t21");
+    let labels = String::from_utf8(
+        store
+            .query(
+                "SELECT labels['cmd'] FROM samples WHERE series_id = 7042",
+                "TabSeparated",
+            )
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(labels.trim_end(), "cmd42");
+
+    // Errors come back as ClickHouse exceptions: data/SQL errors are not retried.
+    let error = store
+        .query("SELECT count() FROM no_such_table", "TabSeparated")
+        .await
+        .unwrap_err();
+    assert!(
+        error.message.contains("Code: 60") && error.message.contains("UNKNOWN_TABLE"),
+        "{error}"
+    );
+    assert!(!error.retryable);
+    let bad_rows = Arc::new(vec![1u8, 2, 3]);
+    let error = store.clone().write(Table::Scrapes, bad_rows).await.unwrap_err();
+    assert!(!error.message.is_empty());
+    let _ = std::fs::remove_dir_all(&data);
+}
