@@ -242,17 +242,26 @@ async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for: Option<Dur
             None => "Ctrl-C stops".to_string(),
         }
     );
-    let stopped_by = match run_for {
-        Some(duration) => tokio::select! {
-            _ = tokio::time::sleep(duration) => "time limit",
-            _ = tokio::signal::ctrl_c() => "Ctrl-C",
-        },
-        None => {
-            let _ = tokio::signal::ctrl_c().await;
-            "Ctrl-C"
+    let limit = async {
+        match run_for {
+            Some(duration) => tokio::time::sleep(duration).await,
+            None => std::future::pending().await,
         }
     };
+    let stopped_by = tokio::select! {
+        _ = limit => "time limit",
+        signal = stop_signal() => signal,
+    };
     let _ = stop.send(true);
+    eprintln!(
+        "epicenter: stopping ({stopped_by}): flushing what was scraped; a second Ctrl-C or SIGTERM exits at once"
+    );
+    // A second signal during the flush exits without waiting.
+    tokio::spawn(async {
+        let signal = stop_signal().await;
+        eprintln!("epicenter: {signal} again: exiting without flushing");
+        std::process::exit(130);
+    });
     for task in tasks {
         let _ = task.await;
     }
@@ -299,7 +308,7 @@ async fn run_job(
         .fold(FILE_SD_POLL, Duration::min);
     let mut discovery = (!patterns.is_empty()).then(|| FileDiscovery::new(patterns));
     let mut discovered: Vec<StaticConfig> = Vec::new();
-    let mut running: HashMap<u64, (tokio::task::JoinHandle<()>, String)> = HashMap::new();
+    let mut running: HashMap<u64, tokio::task::JoinHandle<()>> = HashMap::new();
     let mut first = true;
     loop {
         let mut changed = first;
@@ -320,12 +329,12 @@ async fn run_job(
             let (targets, dropped) = targets_for_groups(&job, &groups);
             tracing::info!(job = %job.config.job_name, targets = targets.len(), dropped, interval = ?job.interval, "targets");
             let current: HashSet<u64> = targets.iter().map(|target| target.identity).collect();
-            running.retain(|identity, (handle, instance)| {
+            running.retain(|identity, handle| {
                 if current.contains(identity) {
                     return true;
                 }
                 handle.abort();
-                state.targets.remove(&job.config.job_name, instance);
+                state.targets.remove(*identity);
                 false
             });
             for target in targets {
@@ -334,7 +343,6 @@ async fn run_job(
                 }
                 state.targets.add(&target);
                 let identity = target.identity;
-                let instance = target.instance().to_string();
                 let handle = tokio::spawn(run_target(
                     target,
                     job.clone(),
@@ -343,7 +351,7 @@ async fn run_job(
                     sender.clone(),
                     shutdown.clone(),
                 ));
-                running.insert(identity, (handle, instance));
+                running.insert(identity, handle);
             }
         }
         if discovery.is_none() {
@@ -355,7 +363,24 @@ async fn run_job(
         }
     }
     drop(sender);
-    for (_, (handle, _)) in running {
+    for (_, handle) in running {
         let _ = handle.await;
+    }
+}
+
+/// Waits for Ctrl-C (SIGINT) or SIGTERM (what `kill`, systemd and `docker stop` send) and says
+/// which.
+async fn stop_signal() -> &'static str {
+    let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(terminate) => terminate,
+        Err(error) => {
+            tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops epicenter cleanly");
+            let _ = tokio::signal::ctrl_c().await;
+            return "Ctrl-C";
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "Ctrl-C",
+        _ = terminate.recv() => "SIGTERM",
     }
 }

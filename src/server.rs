@@ -205,7 +205,8 @@ pub(crate) struct TargetStatus {
 /// Health of every target, updated from scrape outcomes.
 #[derive(Default)]
 pub(crate) struct TargetRegistry {
-    targets: Mutex<BTreeMap<(String, String), TargetStatus>>,
+    /// By target identity (job, URL and labels): two targets may share an address.
+    targets: Mutex<BTreeMap<u64, TargetStatus>>,
 }
 
 impl TargetRegistry {
@@ -220,23 +221,22 @@ impl TargetRegistry {
             last_scrape: None,
             last_scrape_duration: 0.0,
         };
-        self.lock()
-            .insert((target.job.clone(), target.instance().to_string()), status);
+        self.lock().insert(target.identity, status);
     }
 
     /// Forgets a target that discovery removed.
-    pub(crate) fn remove(&self, job: &str, instance: &str) {
-        self.lock().remove(&(job.to_string(), instance.to_string()));
+    pub(crate) fn remove(&self, identity: u64) {
+        self.lock().remove(&identity);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), TargetStatus>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, TargetStatus>> {
         self.targets.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Records a scrape's outcome.
     pub(crate) fn observe(&self, outcome: &ScrapeOutcome) {
         let report = &outcome.report;
-        if let Some(status) = self.lock().get_mut(&(report.job.clone(), report.instance.clone())) {
+        if let Some(status) = self.lock().get_mut(&report.target_identity) {
             status.health = if report.up { "up" } else { "down" };
             status.last_error = report.error.clone().unwrap_or_default();
             let time = UNIX_EPOCH + Duration::from_millis(report.timestamp_ms.max(0) as u64);

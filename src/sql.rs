@@ -36,6 +36,16 @@ pub(crate) fn run(args: &SqlArgs) -> ExitCode {
         },
         None => Config::default(),
     };
+    if config.storage.clickhouse.is_none() {
+        let path = config.storage.embedded_path();
+        if !path.exists() {
+            eprintln!(
+                "error: no epicenter store at {} (relative paths are read from the current directory): run `epicenter run` first, or pass --config naming the store",
+                path.display()
+            );
+            return ExitCode::from(1);
+        }
+    }
     let runtime = match runtime() {
         Ok(runtime) => runtime,
         Err(code) => return code,

@@ -296,3 +296,105 @@ fn file_sd_targets_are_scraped_and_a_changed_file_is_picked_up() {
     assert_eq!(per_instance.lines().collect::<Vec<_>>(), expected);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Writes a config scraping `targets` (host:port list) every 300 ms into `dir/data`.
+fn write_config(dir: &std::path::Path, targets: &[&str], extra: &str) -> std::path::PathBuf {
+    let server = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let list: Vec<String> = targets.iter().map(|target| format!("'{target}'")).collect();
+    let config = dir.join("epicenter.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global: {{scrape_interval: 300ms, scrape_timeout: 250ms}}\nserver: {{listen_address: '{server}'}}\nscrape_configs:\n  - job_name: backend\n    static_configs: [{{targets: [{}]}}]\n{extra}storage:\n  embedded: {{path: '{}'}}\n",
+            list.join(", "),
+            dir.join("data").display()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+#[test]
+fn sigterm_flushes_what_was_scraped_before_exiting() {
+    if !library_available() {
+        return;
+    }
+    let live = serve(BODY);
+    let dir = std::env::temp_dir().join(format!("epicenter-sigterm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Batches would wait 30 s: only the shutdown flush can write them.
+    let config = write_config(&dir, &[&live], "batching: {max_age: 30s}\n");
+    let child = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["run", "--config", config.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("stopping (SIGTERM)"), "{stderr}");
+    let scrapes: u64 = sql(&config, "SELECT count() FROM scrapes").trim().parse().unwrap();
+    assert!(scrapes >= 3, "{scrapes} scrapes flushed\n{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn shutdown_does_not_wait_for_a_hanging_scrape() {
+    if !library_available() {
+        return;
+    }
+    // Accepts connections and never answers.
+    let hanging = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = hanging.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in hanging.incoming() {
+            held.push(stream);
+        }
+    });
+    let dir = std::env::temp_dir().join(format!("epicenter-hang-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = write_config(&dir, &[&address], "    scrape_interval: 30s\n    scrape_timeout: 25s\n");
+    let started = std::time::Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["run", "--config", config.to_str().unwrap(), "--for", "1s"])
+        .output()
+        .unwrap();
+    let elapsed = started.elapsed();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    // The scrape in flight (25 s timeout) is cancelled, not waited for.
+    assert!(
+        elapsed < std::time::Duration::from_secs(10),
+        "shutdown took {elapsed:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sql_without_a_store_says_so() {
+    let dir = std::env::temp_dir().join(format!("epicenter-nostore-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .current_dir(&dir)
+        .args(["sql", "SELECT count() FROM scrapes"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no epicenter store at ./data"));
+    assert!(!dir.join("data").exists(), "sql must not create an empty store");
+    let _ = std::fs::remove_dir_all(&dir);
+}

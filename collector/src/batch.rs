@@ -237,6 +237,7 @@ mod tests {
                 samples_post_metric_relabeling: rows as u64,
                 series_added: 0,
                 error: None,
+                target_identity: 0,
             },
         }
     }

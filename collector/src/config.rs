@@ -708,8 +708,9 @@ impl Config {
     }
 }
 
-/// A target is `host:port` (IPv6 in brackets), without scheme or path.
-fn check_target(target: &str) -> Result<(), String> {
+/// A target is `host:port` (IPv6 in brackets), without scheme or path. Errors say what is
+/// wrong with it.
+pub fn check_target(target: &str) -> Result<(), String> {
     if target.contains("://") {
         return Err(format!(
             "'{target}' has a scheme; write host:port and set the job's `scheme`"

@@ -63,6 +63,11 @@ pub fn targets_for_groups(job: &Job, groups: &[StaticConfig]) -> (Vec<Target>, u
     let mut dropped = 0;
     for group in groups {
         for address in &group.targets {
+            if let Err(reason) = crate::config::check_target(address) {
+                tracing::warn!(job = %config.job_name, %reason, "target skipped");
+                dropped += 1;
+                continue;
+            }
             let mut labels: Labels = group.labels.clone();
             let defaults = [
                 ("__address__", address.clone()),
@@ -263,6 +268,8 @@ pub struct ScrapeReport {
     pub series_added: u64,
     /// Why the scrape failed.
     pub error: Option<String>,
+    /// [`Target::identity`] of the scraped target (not stored; for target health).
+    pub target_identity: u64,
 }
 
 /// What one scrape produced: its rows (including the synthetic series) and its report.
@@ -486,6 +493,7 @@ impl Scraper {
             samples_post_metric_relabeling,
             series_added,
             error,
+            target_identity: target.identity,
         };
         ScrapeOutcome { rows, report }
     }
@@ -573,7 +581,8 @@ pub fn schedule_offset(identity: u64, interval: Duration) -> Duration {
 
 /// Scrapes `target` every `job.interval`, starting at its [`schedule_offset`], and sends each
 /// outcome to `out` (waiting when the channel is full: backpressure reaches the scraper, never
-/// other targets). Stops when `shutdown` turns true or the receiver is gone.
+/// other targets). Stops when `shutdown` turns true (cancelling a scrape in flight) or the
+/// receiver is gone.
 pub async fn run_target(
     target: Target,
     job: Arc<Job>,
@@ -595,7 +604,11 @@ pub async fn run_target(
         if *shutdown.borrow() {
             return;
         }
-        let outcome = scraper.scrape(&target, &job, &context, &mut state).await;
+        // Shutdown cancels a scrape in flight rather than waiting up to its timeout.
+        let outcome = tokio::select! {
+            outcome = scraper.scrape(&target, &job, &context, &mut state) => outcome,
+            _ = shutdown.changed() => return,
+        };
         if out.send(outcome).await.is_err() {
             return;
         }
@@ -633,6 +646,24 @@ mod tests {
         assert_eq!(targets[0].url, "http://10.0.0.1:9200/metrics");
         // instance defaults to the address after relabeling, as in Prometheus.
         assert_eq!(targets[0].instance(), "10.0.0.1:9200");
+    }
+
+    #[test]
+    fn discovered_targets_are_checked_like_static_ones() {
+        let job = job("scrape_configs:\n  - job_name: a\n");
+        let group = StaticConfig {
+            targets: vec![
+                "http://bad/".into(),
+                "nohost".into(),
+                "127.0.0.1:99999".into(),
+                "127.0.0.1:9100".into(),
+            ],
+            labels: Default::default(),
+        };
+        let (targets, dropped) = targets_for_groups(&job, &[group]);
+        assert_eq!(dropped, 3);
+        assert_eq!(targets.len(), 1);
+        assert_eq!(targets[0].url, "http://127.0.0.1:9100/metrics");
     }
 
     #[test]

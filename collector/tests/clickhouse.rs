@@ -74,6 +74,7 @@ fn outcome(index: u64, samples: usize) -> ScrapeOutcome {
         samples_post_metric_relabeling: samples as u64,
         series_added: 0,
         error: None,
+        target_identity: 0,
     };
     ScrapeOutcome { rows, report }
 }

@@ -32,7 +32,7 @@ pub enum ChdbError {
         reason: String,
     },
     /// `chdb_connect` refused the data path.
-    #[error("embedded store: cannot open data path {0} (another epicenter process using a different path? chDB allows one per process)")]
+    #[error("embedded store: cannot open {0}: it is in use by another epicenter process (`run` holds its store; stop it before `sql`), or it is not a writable directory")]
     Connect(String),
     /// A statement failed; the engine's message.
     #[error("{0}")]

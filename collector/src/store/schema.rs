@@ -84,6 +84,11 @@ pub fn statements(database: &str, retention: Duration) -> Vec<String> {
             FROM {database}.samples
             GROUP BY minute, metric, dc, host, service, series_id"
         ),
+        // A changed `storage.retention` applies to existing tables too, from their next merges
+        // on (not by rewriting every part at start-up).
+        format!("ALTER TABLE {database}.samples MODIFY TTL toDateTime(time) + toIntervalSecond({ttl_seconds}) SETTINGS materialize_ttl_after_modify = 0"),
+        format!("ALTER TABLE {database}.scrapes MODIFY TTL toDateTime(time) + toIntervalSecond({ttl_seconds}) SETTINGS materialize_ttl_after_modify = 0"),
+        format!("ALTER TABLE {database}.samples_1m MODIFY TTL minute + toIntervalSecond({ttl_seconds}) SETTINGS materialize_ttl_after_modify = 0"),
         format!(
             "INSERT INTO {database}.schema_version (version)
              SELECT {SCHEMA_VERSION} WHERE {SCHEMA_VERSION} NOT IN (SELECT version FROM {database}.schema_version)"
