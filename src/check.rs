@@ -126,6 +126,9 @@ fn check_config(args: &ConfigArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    for warning in crate::run::unsupported(&config) {
+        eprintln!("warning: {source}: {warning}");
+    }
     let static_targets: usize = jobs
         .iter()
         .flat_map(|job| &job.config.static_configs)

@@ -138,6 +138,9 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
+    for warning in unsupported(&config) {
+        eprintln!("warning: {warning}");
+    }
     let runtime = match runtime() {
         Ok(runtime) => runtime,
         Err(code) => return code,
@@ -235,7 +238,12 @@ async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for: Option<Dur
     }
     drop(sender);
     eprintln!(
-        "epicenter: scraping {target_count} static targets (plus any file_sd targets) into {where_to}; own endpoints on http://{} ({})",
+        "epicenter: scraping {} (plus any file_sd targets) into {where_to}; own endpoints on http://{} ({})",
+        if target_count == 1 {
+            "1 static target".to_string()
+        } else {
+            format!("{target_count} static targets")
+        },
         config.server.listen_address,
         match run_for {
             Some(duration) => format!("stopping after {duration:?}"),
@@ -383,4 +391,29 @@ async fn stop_signal() -> &'static str {
         _ = tokio::signal::ctrl_c() => "Ctrl-C",
         _ = terminate.recv() => "SIGTERM",
     }
+}
+
+/// Settings this build accepts but cannot act on yet, as sentences for warnings.
+pub(crate) fn unsupported(config: &Config) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for (index, job) in config.scrape_configs.iter().enumerate() {
+        if job.scheme == epicenter_collector::config::Scheme::Https {
+            warnings.push(format!(
+                "scrape_configs[{index}].scheme: https scraping is not built yet (no TLS in this build); job '{}' will be down",
+                job.job_name
+            ));
+        }
+    }
+    if config
+        .storage
+        .clickhouse
+        .as_ref()
+        .is_some_and(|clickhouse| clickhouse.tls.is_some())
+    {
+        warnings.push(
+            "storage.clickhouse.tls: not used yet; the connection follows the URL's scheme without these settings"
+                .to_string(),
+        );
+    }
+    warnings
 }

@@ -73,3 +73,19 @@ fn a_missing_file_exits_three() {
     let output = check_config("/nonexistent/epicenter.yml");
     assert_eq!(output.status.code(), Some(3));
 }
+
+#[test]
+fn settings_this_build_cannot_act_on_are_warned_about() {
+    let path = write_temp(
+        "https.yml",
+        "scrape_configs:\n  - job_name: secure\n    scheme: https\n    static_configs: [{targets: ['x:1']}]\n",
+    );
+    let output = check_config(path.to_str().unwrap());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("scrape_configs[0].scheme: https scraping is not built yet"),
+        "{stderr}"
+    );
+}
