@@ -11,6 +11,10 @@
 //! Run: `cargo bench -p epicenter-collector --bench fleet` (needs `scripts/setup`).
 //! `EPICENTER_FLEET_SINK=clickhouse` writes through the ClickHouse server sink to the
 //! ClickHouse HTTP interface this process serves over the same engine; `=null` discards.
+//! Storage experiments (for whoever tunes the engine's CPU next):
+//! `EPICENTER_FLEET_BATCH_AGE=10s` (batch age, no row/byte limit), `EPICENTER_FLEET_NO_ROLLUP=1`
+//! (drop the rollup view), `EPICENTER_FLEET_ORDER_BY="metric, series_id, time"` (another
+//! sorting key for `samples`), `EPICENTER_FLEET_PLAIN_CODECS=1` (LZ4 on every column).
 //! `EPICENTER_FLEET_SECONDS`, `EPICENTER_FLEET_TARGETS`, `EPICENTER_FLEET_SERIES` shrink it.
 
 #![allow(clippy::unwrap_used, reason = "benchmark: a panic is a failed run")]
@@ -176,6 +180,33 @@ fn main() {
         }
         if std::env::var("EPICENTER_FLEET_NO_ROLLUP").is_ok() {
             store.query("DROP VIEW fleet.samples_1m_mv", "TabSeparated").unwrap();
+        }
+        // Experiment: `samples` with the default codec (LZ4) on every column.
+        if std::env::var("EPICENTER_FLEET_PLAIN_CODECS").is_ok() {
+            let create = String::from_utf8(store.query("SHOW CREATE TABLE fleet.samples", "TSVRaw").unwrap()).unwrap();
+            let plain: String = create
+                .lines()
+                .map(|line| match line.find(" CODEC(") {
+                    Some(at) => format!(
+                        "{}{}",
+                        &line[..at],
+                        if line.trim_end().ends_with(',') { "," } else { "" }
+                    ),
+                    None => line.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            store.query("DROP TABLE fleet.samples", "TabSeparated").unwrap();
+            store.query(&plain, "TabSeparated").unwrap();
+        }
+        // Experiment: another sorting key for `samples` (the view reads it by name).
+        if let Ok(order_by) = std::env::var("EPICENTER_FLEET_ORDER_BY") {
+            let create = String::from_utf8(store.query("SHOW CREATE TABLE fleet.samples", "TSVRaw").unwrap()).unwrap();
+            let start = create.find("ORDER BY").unwrap();
+            let end = create[start..].find('\n').map_or(create.len(), |offset| start + offset);
+            let changed = format!("{}ORDER BY ({order_by}){}", &create[..start], &create[end..]);
+            store.query("DROP TABLE fleet.samples", "TabSeparated").unwrap();
+            store.query(&changed, "TabSeparated").unwrap();
         }
         let sink = std::env::var("EPICENTER_FLEET_SINK").unwrap_or_default();
         let writer = if null_sink {
