@@ -34,32 +34,18 @@ const BODY_SAMPLES: u64 = 2;
 const SYNTHETIC_SERIES: u64 = 5;
 
 fn library_available() -> bool {
-    let cache = std::env::var_os("EPICENTER_CHDB_LIB")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            let base = std::env::var_os("EPICENTER_CACHE")
-                .map(std::path::PathBuf::from)
-                .unwrap_or_else(|| {
-                    std::env::var_os("XDG_CACHE_HOME")
-                        .map(std::path::PathBuf::from)
-                        .unwrap_or_else(|| {
-                            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache")
-                        })
-                        .join("epicenter")
-                });
-            base.join("chdb/26.7.3-stable.1/libchdb.so")
-        });
-    if cache.exists() {
+    let library = epicenter_collector::store::library_path();
+    if library.exists() {
         return true;
     }
     assert!(
         std::env::var_os("CI").is_none(),
         "{} missing: CI runs scripts/setup first",
-        cache.display()
+        library.display()
     );
     eprintln!(
         "SKIPPED: chDB library not found at {} (run scripts/setup)",
-        cache.display()
+        library.display()
     );
     false
 }
