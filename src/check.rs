@@ -295,6 +295,22 @@ fn json_labels(out: &mut impl Write, exposition: &Exposition<'_>, range: LabelRa
     out.write_all(b"}")
 }
 
+/// Writes `"labels":{…},"value":…,"timestamp":…`: the fields samples and exemplars share.
+fn json_point(
+    out: &mut impl Write,
+    exposition: &Exposition<'_>,
+    labels: LabelRange,
+    value: f64,
+    timestamp: Option<f64>,
+) -> std::io::Result<()> {
+    out.write_all(b"\"labels\":")?;
+    json_labels(out, exposition, labels)?;
+    out.write_all(b",\"value\":")?;
+    json_number(out, value)?;
+    out.write_all(b",\"timestamp\":")?;
+    json_optional_number(out, timestamp)
+}
+
 /// Streams the `--json` document, one family at a time, so memory stays proportional to the
 /// parsed body rather than to a JSON tree:
 /// `{"format", "families": [{"name", "type", "unit", "help", "samples": [{"name", "labels",
@@ -325,21 +341,13 @@ fn write_json(exposition: &Exposition<'_>, out: &mut impl Write) -> std::io::Res
             }
             out.write_all(b"\n {\"name\":")?;
             json_string(out, &sample.name)?;
-            out.write_all(b",\"labels\":")?;
-            json_labels(out, exposition, sample.labels)?;
-            out.write_all(b",\"value\":")?;
-            json_number(out, sample.value)?;
-            out.write_all(b",\"timestamp\":")?;
-            json_optional_number(out, sample.timestamp)?;
+            out.write_all(b",")?;
+            json_point(out, exposition, sample.labels, sample.value, sample.timestamp)?;
             out.write_all(b",\"exemplar\":")?;
             match &sample.exemplar {
                 Some(exemplar) => {
-                    out.write_all(b"{\"labels\":")?;
-                    json_labels(out, exposition, exemplar.labels)?;
-                    out.write_all(b",\"value\":")?;
-                    json_number(out, exemplar.value)?;
-                    out.write_all(b",\"timestamp\":")?;
-                    json_optional_number(out, exemplar.timestamp)?;
+                    out.write_all(b"{")?;
+                    json_point(out, exposition, exemplar.labels, exemplar.value, exemplar.timestamp)?;
                     out.write_all(b"}")?;
                 }
                 None => out.write_all(b"null")?,
