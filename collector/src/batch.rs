@@ -216,13 +216,11 @@ mod tests {
     }
 
     fn outcome(rows: usize) -> ScrapeOutcome {
+        let series = crate::scrape::Series::new("up".into(), Default::default(), &Default::default());
         let row = crate::scrape::SampleRow {
             timestamp_ms: 1,
-            name: "up".into(),
-            labels: Default::default(),
             value: 1.0,
-            series_id: 7,
-            placement: Placement::default(),
+            series: Arc::new(series),
         };
         ScrapeOutcome {
             rows: vec![row; rows],

@@ -339,12 +339,14 @@ pub struct BatchingConfig {
     /// Rows per batch. Default 1,000,000.
     #[serde(default = "default_max_rows")]
     pub max_rows: u64,
-    /// Encoded bytes per batch. Default `64MiB`.
+    /// Encoded (RowBinary) bytes per batch. Default `256MiB`: at 100k samples/s a 5 s batch
+    /// is about 95 MB, and a lower cap only makes inserts smaller and dearer (fleet benchmark,
+    /// docs/schema.md, Cost: 0.48 cores at 64 MiB, 0.43 uncapped).
     #[serde(default = "default_max_bytes")]
     pub max_bytes: ByteSize,
     /// Oldest row's age before a flush. Default `5s`: larger, fewer inserts cost the engine
-    /// far less CPU (fleet benchmark: 1.34 cores at 1 s, 0.49 at 5 s for 100k samples/s), and
-    /// the detector reads samples from the scrape path, not from storage.
+    /// far less CPU (fleet benchmark, docs/schema.md, Cost), and the detector reads samples
+    /// from the scrape path, not from storage.
     #[serde(default = "default_max_age")]
     pub max_age: PromDuration,
 }
@@ -364,7 +366,7 @@ fn default_max_rows() -> u64 {
 }
 
 fn default_max_bytes() -> ByteSize {
-    ByteSize(64 << 20)
+    ByteSize(256 << 20)
 }
 
 fn default_max_age() -> PromDuration {

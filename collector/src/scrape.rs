@@ -12,10 +12,10 @@
 //! `scrape_series_added`. Any failure fails the whole scrape (`up` 0, with the reason) and
 //! touches no other target.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use rustc_hash::{FxHashMap, FxHashSet};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
@@ -227,22 +227,53 @@ impl Placement {
     }
 }
 
-/// One stored sample.
+/// A series as stored: name, final labels, id and placement, computed once per target and
+/// shared by every sample of the series (the scrape cache keeps it between scrapes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// Metric (sample) name.
+    pub name: String,
+    /// All labels of the series except the name, including `job`, `instance` and placement.
+    pub labels: Labels,
+    /// [`series_id`] of the series.
+    pub id: u64,
+    /// Datacenter, host and service of the series.
+    pub placement: Placement,
+    /// The `samples` columns from `metric` to `labels`, RowBinary-encoded once.
+    encoded: Box<[u8]>,
+}
+
+impl Series {
+    /// Builds a series from its name and final labels: id, placement and encoding.
+    pub fn new(name: String, labels: Labels, placement: &PlacementConfig) -> Series {
+        let id = series_id(&name, &labels);
+        let placement = Placement::of(&labels, placement);
+        let encoded = crate::store::rowbinary::series_columns(&name, &labels, &placement).into_boxed_slice();
+        Series {
+            name,
+            labels,
+            id,
+            placement,
+            encoded,
+        }
+    }
+
+    /// RowBinary of the `samples` columns `metric, job, instance, dc, host, service, labels`.
+    pub fn encoded_columns(&self) -> &[u8] {
+        &self.encoded
+    }
+}
+
+/// One stored sample: a point of a [`Series`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct SampleRow {
     /// Sample time in milliseconds since the epoch (the exposition's timestamp when
     /// `honor_timestamps`, else the scrape's start).
     pub timestamp_ms: i64,
-    /// Metric (sample) name.
-    pub name: String,
-    /// All labels of the series except the name, including `job`, `instance` and placement.
-    pub labels: Labels,
     /// The value.
     pub value: f64,
-    /// [`series_id`] of the series.
-    pub series_id: u64,
-    /// Datacenter, host and service of the series.
-    pub placement: Placement,
+    /// The series the sample belongs to.
+    pub series: Arc<Series>,
 }
 
 /// One scrape's health, as the `scrapes` table stores it.
@@ -281,10 +312,28 @@ pub struct ScrapeOutcome {
     pub report: ScrapeReport,
 }
 
-/// Per-target memory between scrapes (series seen last time, for `scrape_series_added`).
+/// Per-target memory between scrapes: the scrape cache and the series seen last time (for
+/// `scrape_series_added`).
+///
+/// The cache maps a sample's series as the exposition spelled it (name and labels, in body
+/// order) to the [`Series`] metric relabeling and the target's labels made of it, or to
+/// nothing when relabeling dropped it (Prometheus's scrape cache does the same). A scrape
+/// hashes each sample's raw labels once and reuses the series; entries not seen in a successful
+/// scrape are evicted after it.
 #[derive(Debug, Default)]
 pub struct TargetState {
-    previous_series: HashSet<u64>,
+    previous_series: FxHashSet<u64>,
+    cache: FxHashMap<Box<[u8]>, CacheEntry>,
+    synthetic: Option<Vec<Arc<Series>>>,
+    generation: u64,
+}
+
+#[derive(Debug)]
+struct CacheEntry {
+    /// `None`: metric relabeling drops this series.
+    series: Option<Arc<Series>>,
+    /// [`TargetState::generation`] of the scrape that last saw it.
+    seen: u64,
 }
 
 /// Settings shared by every scrape of a collector.
@@ -378,6 +427,8 @@ impl Scraper {
             Err(_) => Err(ScrapeError::Timeout(job.timeout)),
         };
         let target_placement = Placement::of(&target.labels, &context.placement);
+        state.generation += 1;
+        let generation = state.generation;
         let mut samples_scraped = 0;
         let result = body.and_then(|(content_type, body)| {
             let format = FormatChoice::from_content_type(content_type.as_deref());
@@ -391,30 +442,43 @@ impl Scraper {
             .map_err(|error| ScrapeError::Parse(error.to_string()))?;
             samples_scraped = exposition.sample_count() as u64;
             let mut rows = Vec::with_capacity(exposition.sample_count() + 5);
+            let mut key = Vec::with_capacity(256);
             for sample in &exposition.samples {
-                let mut labels: Labels = exposition
-                    .labels_in(sample.labels)
-                    .iter()
-                    .map(|label| (label.name.to_string(), label.value.to_string()))
-                    .collect();
-                // Metric relabeling sees the name as `__name__`; without rules, skip the detour.
-                let (name, mut labels) = if job.metric_relabel.is_empty() {
-                    (sample.name.to_string(), labels)
-                } else {
-                    labels.insert("__name__".to_string(), sample.name.to_string());
-                    let Some(mut labels) = process(&job.metric_relabel, labels) else {
-                        continue;
-                    };
-                    (labels.remove("__name__").unwrap_or_default(), labels)
-                };
-                attach_target_labels(&mut labels, &target.labels, job.config.honor_labels);
-                for (label, value) in &context.external_labels {
-                    labels.entry(label.clone()).or_insert_with(|| value.clone());
+                let labels = exposition.labels_in(sample.labels);
+                key.clear();
+                key.extend_from_slice(sample.name.as_bytes());
+                for label in labels {
+                    key.push(0);
+                    key.extend_from_slice(label.name.as_bytes());
+                    key.push(0);
+                    key.extend_from_slice(label.value.as_bytes());
                 }
-                let label_count = labels.len() as u64 + 1;
+                let series = match state.cache.get_mut(key.as_slice()) {
+                    Some(entry) => {
+                        entry.seen = generation;
+                        entry.series.clone()
+                    }
+                    None => {
+                        let labels: Labels = labels
+                            .iter()
+                            .map(|label| (label.name.to_string(), label.value.to_string()))
+                            .collect();
+                        let series = series_for(&sample.name, labels, target, job, context).map(Arc::new);
+                        state.cache.insert(
+                            key.clone().into_boxed_slice(),
+                            CacheEntry {
+                                series: series.clone(),
+                                seen: generation,
+                            },
+                        );
+                        series
+                    }
+                };
+                let Some(series) = series else { continue };
+                let label_count = series.labels.len() as u64 + 1;
                 if job.config.label_limit > 0 && label_count > job.config.label_limit {
                     return Err(ScrapeError::LabelLimit {
-                        series: name,
+                        series: series.name.clone(),
                         count: label_count,
                         limit: job.config.label_limit,
                     });
@@ -423,15 +487,10 @@ impl Scraper {
                     (true, Some(timestamp)) => timestamp,
                     _ => started_ms,
                 };
-                let placement = Placement::of(&labels, &context.placement);
-                let series_id = series_id(&name, &labels);
                 rows.push(SampleRow {
                     timestamp_ms,
-                    name,
-                    labels,
                     value: sample.value,
-                    series_id,
-                    placement,
+                    series,
                 });
             }
             let kept = rows.len() as u64;
@@ -450,7 +509,7 @@ impl Scraper {
         };
         let up = error.is_none();
         let samples_post_metric_relabeling = rows.len() as u64;
-        let series_now: HashSet<u64> = rows.iter().map(|row| row.series_id).collect();
+        let series_now: FxHashSet<u64> = rows.iter().map(|row| row.series.id).collect();
         let series_added = if up {
             series_now.difference(&state.previous_series).count() as u64
         } else {
@@ -458,28 +517,30 @@ impl Scraper {
         };
         if up {
             state.previous_series = series_now;
+            state.cache.retain(|_, entry| entry.seen == generation);
         }
-        let mut synthetic_labels = target.labels.clone();
-        for (label, value) in &context.external_labels {
-            synthetic_labels.entry(label.clone()).or_insert_with(|| value.clone());
-        }
-        for (name, value) in [
-            ("up", if up { 1.0 } else { 0.0 }),
-            ("scrape_duration_seconds", duration_seconds),
-            ("scrape_samples_scraped", samples_scraped as f64),
-            (
-                "scrape_samples_post_metric_relabeling",
-                samples_post_metric_relabeling as f64,
-            ),
-            ("scrape_series_added", series_added as f64),
-        ] {
+        let synthetic = state.synthetic.get_or_insert_with(|| {
+            let mut labels = target.labels.clone();
+            for (label, value) in &context.external_labels {
+                labels.entry(label.clone()).or_insert_with(|| value.clone());
+            }
+            SYNTHETIC_SERIES
+                .iter()
+                .map(|name| Arc::new(Series::new(name.to_string(), labels.clone(), &context.placement)))
+                .collect()
+        });
+        let values = [
+            if up { 1.0 } else { 0.0 },
+            duration_seconds,
+            samples_scraped as f64,
+            samples_post_metric_relabeling as f64,
+            series_added as f64,
+        ];
+        for (series, value) in synthetic.iter().zip(values) {
             rows.push(SampleRow {
                 timestamp_ms: started_ms,
-                name: name.to_string(),
-                labels: synthetic_labels.clone(),
                 value,
-                series_id: series_id(name, &synthetic_labels),
-                placement: target_placement.clone(),
+                series: series.clone(),
             });
         }
         let report = ScrapeReport {
@@ -535,6 +596,34 @@ impl Scraper {
         }
         Ok((content_type, body))
     }
+}
+
+/// Names of the synthetic series every scrape adds, in the order their values are computed.
+const SYNTHETIC_SERIES: [&str; 5] = [
+    "up",
+    "scrape_duration_seconds",
+    "scrape_samples_scraped",
+    "scrape_samples_post_metric_relabeling",
+    "scrape_series_added",
+];
+
+/// The stored series of a sample with `name` and body `labels`: metric relabeling (which sees
+/// the name as `__name__`; `None` when it drops the series), then the target's and the
+/// external labels.
+fn series_for(name: &str, labels: Labels, target: &Target, job: &Job, context: &ScrapeContext) -> Option<Series> {
+    let (name, mut labels) = if job.metric_relabel.is_empty() {
+        (name.to_string(), labels)
+    } else {
+        let mut labels = labels;
+        labels.insert("__name__".to_string(), name.to_string());
+        let mut labels = process(&job.metric_relabel, labels)?;
+        (labels.remove("__name__").unwrap_or_default(), labels)
+    };
+    attach_target_labels(&mut labels, &target.labels, job.config.honor_labels);
+    for (label, value) in &context.external_labels {
+        labels.entry(label.clone()).or_insert_with(|| value.clone());
+    }
+    Some(Series::new(name, labels, &context.placement))
 }
 
 /// reqwest's error with its causes, e.g. `error sending request: … Connection refused`.

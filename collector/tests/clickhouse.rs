@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use epicenter_collector::batch::{run_writer, Sink, WriterStats};
-use epicenter_collector::config::{BatchingConfig, ClickHouseConfig};
-use epicenter_collector::scrape::{Placement, SampleRow, ScrapeOutcome, ScrapeReport};
+use epicenter_collector::config::{BatchingConfig, ClickHouseConfig, PlacementConfig};
+use epicenter_collector::scrape::{Placement, SampleRow, ScrapeOutcome, ScrapeReport, Series};
 use epicenter_collector::store::clickhouse::ClickHouseStore;
 use epicenter_collector::store::{http, library_path, EmbeddedStore, Table};
 use tokio::sync::mpsc;
@@ -49,17 +49,19 @@ fn outcome(index: u64, samples: usize) -> ScrapeOutcome {
         .map(|number| {
             let labels = [
                 ("job".to_string(), "redis".to_string()),
+                ("instance".to_string(), format!("redis-{index}:9121")),
+                ("dc".to_string(), "dc-2".to_string()),
+                ("service".to_string(), "redis".to_string()),
                 ("cmd".to_string(), format!("cmd{number}")),
             ]
             .into_iter()
             .collect();
+            let series = Series::new("redis_commands_total".into(), labels, &PlacementConfig::default());
+            assert_eq!(series.placement, placement, "placement follows the labels");
             SampleRow {
                 timestamp_ms: now_ms(),
-                name: "redis_commands_total".into(),
-                labels,
                 value: (index * 1000 + number as u64) as f64 + 0.25,
-                series_id: index * 1000 + number as u64,
-                placement: placement.clone(),
+                series: Arc::new(series),
             }
         })
         .collect();
@@ -171,7 +173,10 @@ async fn the_server_sink_writes_and_reads_through_the_http_interface() {
     let labels = String::from_utf8(
         store
             .query(
-                "SELECT labels['cmd'] FROM samples WHERE series_id = 7042",
+                &format!(
+                    "SELECT labels['cmd'] FROM samples WHERE series_id = {}",
+                    outcome(7, 43).rows[42].series.id
+                ),
                 "TabSeparated",
             )
             .await

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
 
 use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +14,9 @@ use axum::routing::get;
 use axum::Router;
 use epicenter_collector::config::{Config, Job, PlacementConfig};
 use epicenter_collector::relabel::Labels;
-use epicenter_collector::scrape::{run_target, targets_for_job, ScrapeContext, ScrapeOutcome, Scraper, TargetState};
+use epicenter_collector::scrape::{
+    run_target, series_id, targets_for_job, ScrapeContext, ScrapeOutcome, Scraper, TargetState,
+};
 use tokio::sync::{mpsc, watch};
 
 const TEXT_BODY: &str = "\
@@ -92,6 +95,17 @@ async fn exporter() -> String {
             }),
         )
         .route(
+            "/changing",
+            get(|| async {
+                static CALLS: AtomicU64 = AtomicU64::new(0);
+                let call = CALLS.fetch_add(1, Ordering::SeqCst);
+                format!(
+                    "requests_total{{path=\"/a\"}} {call}\ngo_goroutines {call}\nphase_info{{phase=\"{}\"}} 1\n",
+                    call % 2
+                )
+            }),
+        )
+        .route(
             "/clash",
             get(|| async { "app_info{job=\"app\",instance=\"inner\",version=\"1.2\"} 1\n" }),
         );
@@ -129,7 +143,7 @@ fn value_of(outcome: &ScrapeOutcome, name: &str) -> f64 {
     outcome
         .rows
         .iter()
-        .find(|row| row.name == name)
+        .find(|row| row.series.name == name)
         .unwrap_or_else(|| panic!("no {name}"))
         .value
 }
@@ -152,9 +166,9 @@ async fn a_healthy_target_yields_its_samples_and_synthetic_series() {
     let get = outcome
         .rows
         .iter()
-        .find(|row| row.labels.get("cmd").map(String::as_str) == Some("get"))
+        .find(|row| row.series.labels.get("cmd").map(String::as_str) == Some("get"))
         .unwrap();
-    assert_eq!(get.name, "redis_commands_total");
+    assert_eq!(get.series.name, "redis_commands_total");
     assert_eq!(get.value, 1234.0);
     for (label, value) in [
         ("job", "test"),
@@ -163,9 +177,9 @@ async fn a_healthy_target_yields_its_samples_and_synthetic_series() {
         ("service", "redis"),
         ("collector", "test"),
     ] {
-        assert_eq!(get.labels.get(label).map(String::as_str), Some(value), "{label}");
+        assert_eq!(get.series.labels.get(label).map(String::as_str), Some(value), "{label}");
     }
-    assert_eq!(get.placement.service, "redis");
+    assert_eq!(get.series.placement.service, "redis");
     assert_eq!(value_of(&outcome, "up"), 1.0);
     assert_eq!(value_of(&outcome, "scrape_samples_scraped"), 4.0);
     assert_eq!(value_of(&outcome, "scrape_series_added"), 4.0);
@@ -180,7 +194,7 @@ async fn openmetrics_timestamps_are_honoured_and_gzip_is_read() {
     let outcome = scrape_once(&address, "/om", "").await;
     assert!(outcome.report.up, "{:?}", outcome.report.error);
     let bucket = &outcome.rows[0];
-    assert_eq!(bucket.name, "lettuce_command_completion_seconds_bucket");
+    assert_eq!(bucket.series.name, "lettuce_command_completion_seconds_bucket");
     assert_eq!(bucket.timestamp_ms, 1_700_000_000_250);
     let ignored = scrape_once(&address, "/om", "    honor_timestamps: false\n").await;
     assert_eq!(ignored.rows[0].timestamp_ms, ignored.report.timestamp_ms);
@@ -190,7 +204,7 @@ async fn openmetrics_timestamps_are_honoured_and_gzip_is_read() {
     assert_eq!(gzipped.report.samples_scraped, 4);
 
     let accept = scrape_once(&address, "/accept", "").await;
-    let seen = accept.rows[0].labels.get("value").unwrap();
+    let seen = accept.rows[0].series.labels.get("value").unwrap();
     assert!(seen.starts_with("application/openmetrics-text;version=1.0.0"), "{seen}");
 }
 
@@ -243,15 +257,21 @@ async fn metric_relabeling_and_label_clashes() {
     let outcome = scrape_once(&address, "/metrics", relabel).await;
     assert_eq!(outcome.report.samples_scraped, 4);
     assert_eq!(outcome.report.samples_post_metric_relabeling, 3);
-    assert!(outcome.rows.iter().all(|row| row.name != "go_goroutines"));
+    assert!(outcome.rows.iter().all(|row| row.series.name != "go_goroutines"));
 
     let clash = scrape_once(&address, "/clash", "").await;
     let row = &clash.rows[0];
-    assert_eq!(row.labels.get("job").map(String::as_str), Some("test"));
-    assert_eq!(row.labels.get("exported_job").map(String::as_str), Some("app"));
-    assert_eq!(row.labels.get("exported_instance").map(String::as_str), Some("inner"));
+    assert_eq!(row.series.labels.get("job").map(String::as_str), Some("test"));
+    assert_eq!(row.series.labels.get("exported_job").map(String::as_str), Some("app"));
+    assert_eq!(
+        row.series.labels.get("exported_instance").map(String::as_str),
+        Some("inner")
+    );
     let honored = scrape_once(&address, "/clash", "    honor_labels: true\n").await;
-    assert_eq!(honored.rows[0].labels.get("job").map(String::as_str), Some("app"));
+    assert_eq!(
+        honored.rows[0].series.labels.get("job").map(String::as_str),
+        Some("app")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,6 +285,56 @@ async fn series_added_counts_only_new_series() {
     let second = scraper.scrape(&targets[0], &job, &context(), &mut state).await;
     assert_eq!(first.report.series_added, 4);
     assert_eq!(second.report.series_added, 0);
+}
+
+/// The scrape cache reuses series between scrapes: values stay per scrape, dropped series stay
+/// dropped, series that come and go count as added each time they return.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cached_series_match_freshly_built_ones() {
+    let address = exporter().await;
+    let relabel = "    metric_relabel_configs:\n      - {source_labels: [__name__], regex: 'go_.*', action: drop}\n";
+    let job = job_for(&address, "/changing", relabel);
+    let (targets, _) = targets_for_job(&job);
+    let scraper = Scraper::new().unwrap();
+    let mut state = TargetState::default();
+    let mut previous_call = None;
+    for round in 0..4 {
+        let outcome = scraper.scrape(&targets[0], &job, &context(), &mut state).await;
+        assert!(outcome.report.up, "{:?}", outcome.report.error);
+        assert_eq!(outcome.report.samples_scraped, 3);
+        assert_eq!(outcome.report.samples_post_metric_relabeling, 2, "round {round}");
+        let requests = outcome
+            .rows
+            .iter()
+            .find(|row| row.series.name == "requests_total")
+            .unwrap();
+        let call = requests.value as u64;
+        if let Some(previous) = previous_call {
+            assert_eq!(call, previous + 1, "each scrape brings its own value");
+        }
+        previous_call = Some(call);
+        let phase = outcome.rows.iter().find(|row| row.series.name == "phase_info").unwrap();
+        let mut expected: Labels = [
+            ("phase", (call % 2).to_string()),
+            ("job", "test".to_string()),
+            ("instance", address.clone()),
+            ("dc", "dc-2".to_string()),
+            ("service", "redis".to_string()),
+            ("collector", "test".to_string()),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value))
+        .collect();
+        assert_eq!(phase.series.labels, expected, "round {round}");
+        assert_eq!(phase.series.id, series_id("phase_info", &expected));
+        expected.remove("phase");
+        expected.insert("path".to_string(), "/a".to_string());
+        assert_eq!(requests.series.labels, expected);
+        // Round 0 sees both series first; later rounds bring back the other phase only.
+        let added = if round == 0 { 2 } else { 1 };
+        assert_eq!(outcome.report.series_added, added, "round {round}");
+        assert!(outcome.rows.iter().all(|row| row.series.name != "go_goroutines"));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -411,7 +481,7 @@ async fn killing_one_target_marks_only_it_down_within_one_interval() {
                 "{:?}",
                 report.error
             );
-            let up = outcome.rows.iter().find(|row| row.name == "up").unwrap();
+            let up = outcome.rows.iter().find(|row| row.series.name == "up").unwrap();
             assert_eq!(up.value, 0.0);
         } else {
             assert!(*seen < deadline, "victim still up {:?} after the kill", *seen - kill_at);

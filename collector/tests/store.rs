@@ -124,22 +124,22 @@ async fn a_scraped_body_reads_back_exactly() {
             .find(|row| {
                 row["series_id"]
                     .as_str()
-                    .map(|id| id == written.series_id.to_string())
+                    .map(|id| id == written.series.id.to_string())
                     .unwrap_or(false)
-                    || row["series_id"].as_u64() == Some(written.series_id)
+                    || row["series_id"].as_u64() == Some(written.series.id)
             })
-            .unwrap_or_else(|| panic!("series {} ({}) not read back", written.name, written.series_id));
-        assert_eq!(found["metric"], written.name.as_str());
+            .unwrap_or_else(|| panic!("series {} ({}) not read back", written.series.name, written.series.id));
+        assert_eq!(found["metric"], written.series.name.as_str());
         assert_eq!(
             found["ms"]
                 .as_i64()
                 .or_else(|| found["ms"].as_str().and_then(|ms| ms.parse().ok())),
             Some(written.timestamp_ms)
         );
-        assert_eq!(found["value"].as_f64(), Some(written.value), "{}", written.name);
+        assert_eq!(found["value"].as_f64(), Some(written.value), "{}", written.series.name);
         let labels: std::collections::BTreeMap<String, String> =
             serde_json::from_value(found["labels"].clone()).unwrap();
-        assert_eq!(&labels, &written.labels, "{}", written.name);
+        assert_eq!(&labels, &written.series.labels, "{}", written.series.name);
         assert_eq!(found["dc"], "dc-2");
         assert_eq!(found["host"], "jvm-3");
         assert_eq!(found["service"], "backend");

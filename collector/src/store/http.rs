@@ -21,7 +21,7 @@ use axum::Router;
 
 use super::EmbeddedStore;
 
-/// Largest request body accepted: one insert batch (the writer's `max_bytes` is 64 MiB by
+/// Largest request body accepted: one insert batch (the writer's `max_bytes` is 256 MiB by
 /// default; compressed it is smaller).
 pub const MAX_BODY_BYTES: usize = 1 << 30;
 

@@ -3,7 +3,8 @@
 //! key/value pairs, `DateTime64(3)` as Int64 milliseconds. `LowCardinality(String)` is sent
 //! as `String`.
 
-use crate::scrape::{SampleRow, ScrapeReport};
+use crate::relabel::Labels;
+use crate::scrape::{Placement, SampleRow, ScrapeReport};
 
 fn leb128(mut value: u64, out: &mut Vec<u8>) {
     loop {
@@ -22,24 +23,33 @@ fn string(text: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(text.as_bytes());
 }
 
-/// Appends `rows` in `samples` column order ([`super::schema::SAMPLE_COLUMNS`]). The `labels`
-/// map holds every label of the series except the metric name.
+/// RowBinary of a series' `samples` columns from `metric` to `labels` (`metric, job,
+/// instance, dc, host, service, labels`); the `labels` map holds every label of the series
+/// except the metric name.
+pub fn series_columns(name: &str, labels: &Labels, placement: &Placement) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + labels.iter().map(|(n, v)| n.len() + v.len() + 2).sum::<usize>());
+    string(name, &mut out);
+    string(labels.get("job").map_or("", String::as_str), &mut out);
+    string(labels.get("instance").map_or("", String::as_str), &mut out);
+    string(&placement.dc, &mut out);
+    string(&placement.host, &mut out);
+    string(&placement.service, &mut out);
+    leb128(labels.len() as u64, &mut out);
+    for (name, value) in labels {
+        string(name, &mut out);
+        string(value, &mut out);
+    }
+    out
+}
+
+/// Appends `rows` in `samples` column order ([`super::schema::SAMPLE_COLUMNS`]): the time,
+/// the series' pre-encoded columns ([`crate::scrape::Series::encoded_columns`]), the value and the series id.
 pub fn encode_samples(rows: &[SampleRow], out: &mut Vec<u8>) {
     for row in rows {
         out.extend_from_slice(&row.timestamp_ms.to_le_bytes());
-        string(&row.name, out);
-        string(row.labels.get("job").map_or("", String::as_str), out);
-        string(row.labels.get("instance").map_or("", String::as_str), out);
-        string(&row.placement.dc, out);
-        string(&row.placement.host, out);
-        string(&row.placement.service, out);
-        leb128(row.labels.len() as u64, out);
-        for (name, value) in &row.labels {
-            string(name, out);
-            string(value, out);
-        }
+        out.extend_from_slice(row.series.encoded_columns());
         out.extend_from_slice(&row.value.to_le_bytes());
-        out.extend_from_slice(&row.series_id.to_le_bytes());
+        out.extend_from_slice(&row.series.id.to_le_bytes());
     }
 }
 
