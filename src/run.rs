@@ -153,13 +153,20 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
 }
 
 async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for: Option<Duration>) -> ExitCode {
-    let scraper = match Scraper::new() {
-        Ok(scraper) => scraper,
-        Err(error) => {
-            eprintln!("error: {error}");
-            return ExitCode::from(1);
+    // One HTTP client per job: each job may have its own tls_config.
+    let mut scrapers = Vec::with_capacity(jobs.len());
+    for (index, job) in jobs.iter().enumerate() {
+        match Scraper::with_tls(job.config.tls_config.as_ref()) {
+            Ok(scraper) => scrapers.push(scraper),
+            Err(error) => {
+                eprintln!(
+                    "error: scrape_configs[{index}] (job '{}'): {error}",
+                    job.config.job_name
+                );
+                return ExitCode::from(EXIT_CONFIG);
+            }
         }
-    };
+    }
     let external_labels: Labels = config.global.external_labels.clone();
     let context = Arc::new(ScrapeContext {
         placement: config.placement.clone(),
@@ -224,7 +231,7 @@ async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for: Option<Dur
     });
     let mut tasks = Vec::new();
     let mut target_count = 0;
-    for job in jobs {
+    for (job, scraper) in jobs.into_iter().zip(scrapers) {
         let job = Arc::new(job);
         target_count += targets_for_job(&job).0.len();
         tasks.push(tokio::spawn(run_job(
@@ -396,24 +403,16 @@ async fn stop_signal() -> &'static str {
 /// Settings this build accepts but cannot act on yet, as sentences for warnings.
 pub(crate) fn unsupported(config: &Config) -> Vec<String> {
     let mut warnings = Vec::new();
-    for (index, job) in config.scrape_configs.iter().enumerate() {
-        if job.scheme == epicenter_collector::config::Scheme::Https {
+    if let Some(clickhouse) = &config.storage.clickhouse {
+        if clickhouse.tls.is_some() {
+            warnings.push("storage.clickhouse.tls: not used yet (no TLS towards ClickHouse in this build)".to_string());
+        }
+        if clickhouse.url.starts_with("https://") {
             warnings.push(format!(
-                "scrape_configs[{index}].scheme: https scraping is not built yet (no TLS in this build); job '{}' will be down",
-                job.job_name
+                "storage.clickhouse.url: '{}' needs TLS, which this build's ClickHouse client lacks; writes will fail (use the http:// port, 8123 by default, through a TLS-terminating proxy if needed)",
+                clickhouse.url
             ));
         }
-    }
-    if config
-        .storage
-        .clickhouse
-        .as_ref()
-        .is_some_and(|clickhouse| clickhouse.tls.is_some())
-    {
-        warnings.push(
-            "storage.clickhouse.tls: not used yet; the connection follows the URL's scheme without these settings"
-                .to_string(),
-        );
     }
     warnings
 }

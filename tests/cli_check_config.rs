@@ -77,15 +77,18 @@ fn a_missing_file_exits_three() {
 #[test]
 fn settings_this_build_cannot_act_on_are_warned_about() {
     let path = write_temp(
-        "https.yml",
-        "scrape_configs:\n  - job_name: secure\n    scheme: https\n    static_configs: [{targets: ['x:1']}]\n",
+        "clickhouse-tls.yml",
+        "scrape_configs:\n  - job_name: secure\n    scheme: https\n    static_configs: [{targets: ['x:1']}]\nstorage:\n  clickhouse:\n    url: https://127.0.0.1:8443\n    tls: {insecure_skip_verify: true}\n",
     );
     let output = check_config(path.to_str().unwrap());
     let stderr = String::from_utf8_lossy(&output.stderr);
     std::fs::remove_file(&path).unwrap();
     assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("storage.clickhouse.tls: not used yet"), "{stderr}");
+    // https scraping is built: no warning about it.
     assert!(
-        stderr.contains("scrape_configs[0].scheme: https scraping is not built yet"),
+        stderr.contains("storage.clickhouse.url: 'https://127.0.0.1:8443' needs TLS"),
         "{stderr}"
     );
+    assert!(!stderr.contains("https scraping"), "{stderr}");
 }

@@ -159,6 +159,10 @@ pub struct ScrapeConfig {
     /// Most labels per series; more fails the scrape. 0 = no limit (default).
     #[serde(default)]
     pub label_limit: u64,
+    /// TLS settings for `scheme: https` (Prometheus `tls_config`): a CA file for private
+    /// CAs (the system's roots are trusted as well), a client certificate, or no verification.
+    #[serde(default)]
+    pub tls_config: Option<TlsConfig>,
 }
 
 fn default_metrics_path() -> String {
@@ -280,16 +284,53 @@ fn default_user() -> String {
     "default".to_string()
 }
 
-/// `storage.clickhouse.tls`.
+/// TLS settings, the subset of Prometheus's `tls_config` epicenter uses: a scrape job's
+/// `tls_config` and `storage.clickhouse.tls`. Files are PEM; `validate` checks they exist.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConfig {
-    /// PEM file of the CA that signed the server's certificate.
+    /// PEM file of the CA (or CAs) that signed the server's certificate, trusted besides the
+    /// system's roots.
     #[serde(default)]
     pub ca_file: Option<PathBuf>,
-    /// Accept any certificate (testing only).
+    /// PEM client certificate, for servers that require one; needs `key_file`.
+    #[serde(default)]
+    pub cert_file: Option<PathBuf>,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) of `cert_file`.
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    /// Accept any certificate and host name (testing only: anyone on the path can read and
+    /// change the traffic).
     #[serde(default)]
     pub insecure_skip_verify: bool,
+}
+
+impl TlsConfig {
+    /// Problems with the files, as `(key path under prefix, message)`.
+    fn problems(&self, prefix: &str) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
+        for (key, path) in [
+            ("ca_file", &self.ca_file),
+            ("cert_file", &self.cert_file),
+            ("key_file", &self.key_file),
+        ] {
+            if let Some(path) = path {
+                if let Err(error) = std::fs::metadata(path) {
+                    problems.push((
+                        format!("{prefix}.{key}"),
+                        format!("cannot read '{}': {error}", path.display()),
+                    ));
+                }
+            }
+        }
+        if self.cert_file.is_some() != self.key_file.is_some() {
+            problems.push((
+                prefix.to_string(),
+                "cert_file and key_file go together (a client certificate needs its key)".to_string(),
+            ));
+        }
+        problems
+    }
 }
 
 /// A password: never printed by `Debug` or `Display`.
@@ -542,6 +583,11 @@ impl Config {
                     ),
                 );
             }
+            if let Some(tls) = &scrape.tls_config {
+                for (key, message) in tls.problems(&at("tls_config")) {
+                    problem(key, message);
+                }
+            }
             let interval = scrape.scrape_interval.unwrap_or(global.scrape_interval);
             // Prometheus caps an inherited global timeout at the job's interval.
             let timeout = match scrape.scrape_timeout {
@@ -653,6 +699,11 @@ impl Config {
                         clickhouse.url
                     ),
                 );
+            }
+            if let Some(tls) = &clickhouse.tls {
+                for (key, message) in tls.problems("storage.clickhouse.tls") {
+                    problem(key, message);
+                }
             }
             if clickhouse.password_env.is_some() && clickhouse.password_file.is_some() {
                 problem(

@@ -19,7 +19,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::config::{Job, PlacementConfig, Scheme, StaticConfig};
+use crate::config::{Job, PlacementConfig, Scheme, StaticConfig, TlsConfig};
 use crate::exposition::{parse, FormatChoice, ParseOptions, Validation};
 use crate::relabel::{process, Labels};
 
@@ -355,6 +355,9 @@ pub enum ScrapeError {
     /// Connection or protocol failure.
     #[error("request failed: {0}")]
     Request(String),
+    /// The job's `tls_config` cannot be used (unreadable or invalid PEM).
+    #[error("tls_config: {0}")]
+    Tls(String),
     /// Non-2xx HTTP status.
     #[error("server returned HTTP status {0}")]
     Status(String),
@@ -400,13 +403,57 @@ fn now_ms() -> i64 {
 }
 
 impl Scraper {
-    /// A scraper with gzip and connection reuse. Errors if the HTTP client cannot be built.
+    /// A scraper with gzip and connection reuse, trusting the system's CA roots for https.
+    /// Errors if the HTTP client cannot be built.
     pub fn new() -> Result<Scraper, ScrapeError> {
-        let client = reqwest::Client::builder()
+        Scraper::with_tls(None)
+    }
+
+    /// A scraper for a job with `tls_config` (rustls): `ca_file` is trusted besides the
+    /// system's roots, `cert_file` + `key_file` are presented to servers that ask, and
+    /// `insecure_skip_verify` accepts any certificate. Errors ([`ScrapeError::Tls`]) name the
+    /// file that cannot be read or parsed.
+    pub fn with_tls(tls: Option<&TlsConfig>) -> Result<Scraper, ScrapeError> {
+        let mut builder = reqwest::Client::builder()
             .user_agent(concat!("epicenter/", env!("CARGO_PKG_VERSION")))
             .gzip(true)
-            .build()
-            .map_err(|error| ScrapeError::Request(error.to_string()))?;
+            .use_rustls_tls();
+        if let Some(tls) = tls {
+            let read = |key: &str, path: &std::path::Path| {
+                std::fs::read(path).map_err(|error| ScrapeError::Tls(format!("{key} '{}': {error}", path.display())))
+            };
+            if let Some(path) = &tls.ca_file {
+                let pem = read("ca_file", path)?;
+                let certificates = reqwest::Certificate::from_pem_bundle(&pem)
+                    .map_err(|error| ScrapeError::Tls(format!("ca_file '{}': {error}", path.display())))?;
+                if certificates.is_empty() {
+                    return Err(ScrapeError::Tls(format!(
+                        "ca_file '{}': no PEM certificate in it",
+                        path.display()
+                    )));
+                }
+                for certificate in certificates {
+                    builder = builder.add_root_certificate(certificate);
+                }
+            }
+            if let (Some(cert), Some(key)) = (&tls.cert_file, &tls.key_file) {
+                let mut pem = read("cert_file", cert)?;
+                pem.push(b'\n');
+                pem.extend(read("key_file", key)?);
+                let identity = reqwest::Identity::from_pem(&pem).map_err(|error| {
+                    ScrapeError::Tls(format!(
+                        "cert_file '{}' / key_file '{}': {error}",
+                        cert.display(),
+                        key.display()
+                    ))
+                })?;
+                builder = builder.identity(identity);
+            }
+            if tls.insecure_skip_verify {
+                builder = builder.danger_accept_invalid_certs(true);
+            }
+        }
+        let client = builder.build().map_err(|error| ScrapeError::Tls(error.to_string()))?;
         Ok(Scraper { client })
     }
 

@@ -1,0 +1,228 @@
+//! `scheme: https` scrapes with `tls_config`, against real TLS servers: Python's http.server
+//! wrapped in its `ssl` module, with a CA, server and client certificates made by the
+//! `openssl` command for each run (both from Debian; `scripts/test` installs openssl).
+
+#![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use epicenter_collector::config::{Config, Job, PlacementConfig};
+use epicenter_collector::scrape::{targets_for_job, ScrapeContext, ScrapeOutcome, Scraper, TargetState};
+
+const BODY: &str = "# TYPE secure_requests_total counter\nsecure_requests_total{path=\"/a\"} 7\nsecure_up 1\n";
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let status = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("the openssl command (Debian package openssl; scripts/test installs it)");
+    assert!(status.success(), "openssl {args:?} failed");
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, all signed by the CA.
+fn certificates(dir: &Path) {
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    ca.extend([
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=epicenter test CA",
+    ]);
+    openssl(dir, &ca);
+    for (name, usage) in [
+        ("server", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n"),
+        ("client", "extendedKeyUsage=clientAuth\n"),
+    ] {
+        std::fs::write(
+            dir.join(format!("{name}.ext")),
+            format!("basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n{usage}"),
+        )
+        .unwrap();
+        let (key, csr, pem, ext, subject) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+            format!("{name}.ext"),
+            format!("/CN={name}"),
+        );
+        let mut request = vec!["req"];
+        request.extend(ec);
+        request.extend(["-keyout", &key, "-out", &csr, "-subj", &subject]);
+        openssl(dir, &request);
+        openssl(
+            dir,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                &pem,
+                "-days",
+                "2",
+                "-extfile",
+                &ext,
+            ],
+        );
+    }
+}
+
+/// Python's http.server over TLS serving `dir`; with `require_client_cert` it asks for a
+/// certificate signed by the test CA.
+fn https_server(dir: &Path, require_client_cert: bool) -> (Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let program = "import functools, http.server, ssl, sys\n\
+        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[2])\n\
+        server = http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), handler)\n\
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
+        context.load_cert_chain(sys.argv[2] + '/server.pem', sys.argv[2] + '/server.key')\n\
+        if sys.argv[3] == 'yes':\n    context.verify_mode = ssl.CERT_REQUIRED\n    context.load_verify_locations(sys.argv[2] + '/ca.pem')\n\
+        server.socket = context.wrap_socket(server.socket, server_side=True)\n\
+        server.serve_forever()\n";
+    let child = Command::new("python3")
+        .args(["-c", program, &port.to_string()])
+        .arg(dir)
+        .arg(if require_client_cert { "yes" } else { "no" })
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python3 (Debian's python3) serves the TLS test targets");
+    let address = format!("127.0.0.1:{port}");
+    let ready = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        std::net::TcpStream::connect(&address).is_ok()
+    });
+    assert!(ready, "{address} did not start");
+    (child, address)
+}
+
+fn job(address: &str, tls: &str) -> Job {
+    let yaml = format!(
+        "scrape_configs:\n  - job_name: secure\n    scheme: https\n    scrape_timeout: 5s\n    static_configs: [{{targets: ['{address}']}}]\n{tls}"
+    );
+    Config::from_yaml(&yaml).unwrap().validate().unwrap().remove(0)
+}
+
+async fn scrape(job: &Job) -> ScrapeOutcome {
+    let (targets, _) = targets_for_job(job);
+    let context = ScrapeContext {
+        placement: PlacementConfig::default(),
+        external_labels: Default::default(),
+    };
+    Scraper::with_tls(job.config.tls_config.as_ref())
+        .unwrap()
+        .scrape(&targets[0], job, &context, &mut TargetState::default())
+        .await
+}
+
+struct Servers(Vec<Child>, PathBuf);
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_targets_are_verified_against_the_configured_ca() {
+    let dir = std::env::temp_dir().join(format!("epicenter-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("metrics"), BODY).unwrap();
+    certificates(&dir);
+    let (plain, address) = https_server(&dir, false);
+    let (mutual, mutual_address) = https_server(&dir, true);
+    let _servers = Servers(vec![plain, mutual], dir.clone());
+    let ca = format!("    tls_config: {{ca_file: '{}'}}\n", dir.join("ca.pem").display());
+
+    // Trusted through ca_file: up, with the body's samples.
+    let outcome = scrape(&job(&address, &ca)).await;
+    assert!(outcome.report.up, "{:?}", outcome.report.error);
+    assert_eq!(outcome.report.samples_scraped, 2);
+    let requests = outcome
+        .rows
+        .iter()
+        .find(|row| row.series.name == "secure_requests_total")
+        .unwrap();
+    assert_eq!(requests.value, 7.0);
+
+    // The test CA is not among the system's roots: without ca_file the certificate is refused.
+    let refused = scrape(&job(&address, "")).await;
+    assert!(!refused.report.up);
+    let error = refused.report.error.unwrap();
+    assert!(
+        error.contains("certificate") || error.contains("UnknownIssuer"),
+        "{error}"
+    );
+
+    // insecure_skip_verify accepts it anyway.
+    let skipped = scrape(&job(&address, "    tls_config: {insecure_skip_verify: true}\n")).await;
+    assert!(skipped.report.up, "{:?}", skipped.report.error);
+
+    // A server that requires a client certificate: refused without one, up with one.
+    let without = scrape(&job(&mutual_address, &ca)).await;
+    assert!(
+        !without.report.up,
+        "a server requiring a client certificate answered without one"
+    );
+    let with_cert = format!(
+        "    tls_config: {{ca_file: '{}', cert_file: '{}', key_file: '{}'}}\n",
+        dir.join("ca.pem").display(),
+        dir.join("client.pem").display(),
+        dir.join("client.key").display()
+    );
+    let outcome = scrape(&job(&mutual_address, &with_cert)).await;
+    assert!(outcome.report.up, "{:?}", outcome.report.error);
+    assert_eq!(outcome.report.samples_scraped, 2);
+}
+
+#[test]
+fn unreadable_or_half_tls_files_are_config_errors_with_their_path() {
+    let yaml = "scrape_configs:\n  - job_name: secure\n    scheme: https\n    static_configs: [{targets: ['127.0.0.1:1']}]\n    tls_config: {ca_file: /nonexistent/ca.pem, cert_file: /nonexistent/client.pem}\n";
+    let problems: Vec<String> = Config::from_yaml(yaml)
+        .unwrap()
+        .validate()
+        .unwrap_err()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let problems = problems.join("\n");
+    assert!(problems.contains("scrape_configs[0].tls_config.ca_file"), "{problems}");
+    assert!(problems.contains("/nonexistent/ca.pem"), "{problems}");
+    assert!(problems.contains("cert_file and key_file go together"), "{problems}");
+    let garbage = std::env::temp_dir().join(format!("epicenter-not-pem-{}", std::process::id()));
+    std::fs::write(&garbage, "not a certificate\n").unwrap();
+    let tls = epicenter_collector::config::TlsConfig {
+        ca_file: Some(garbage.clone()),
+        ..Default::default()
+    };
+    let error = Scraper::with_tls(Some(&tls)).unwrap_err().to_string();
+    std::fs::remove_file(&garbage).unwrap();
+    assert!(
+        error.contains("ca_file") && error.contains("epicenter-not-pem"),
+        "{error}"
+    );
+}
