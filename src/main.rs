@@ -2,6 +2,7 @@
 //! map results to exit codes.
 
 mod check;
+mod demo;
 mod run;
 mod server;
 mod sql;
@@ -37,6 +38,20 @@ enum Command {
     #[command(verbatim_doc_comment)]
     Run(run::RunArgs),
 
+    /// Run a simulated fleet, inject a scenario's fault, scrape it all into the embedded store.
+    ///
+    /// The fleet (API tier, JVM backend, Redis nodes over 3 datacenters) serves real
+    /// exporters on 127.0.0.1; the timeline shows what happens; the ground truth and the
+    /// samples end up in ./data for `epicenter sql`.
+    ///
+    /// Examples:
+    ///   scripts/setup    # once: fetches the embedded engine
+    ///   epicenter demo                                  # redis-node-loss, about 30 s
+    ///   epicenter demo --scenario backend-cold-start
+    ///   epicenter demo --scenario my-incident.yml --speed 50   # docs/scenarios.md
+    #[command(verbatim_doc_comment)]
+    Demo(demo::DemoArgs),
+
     /// Query the store (ClickHouse SQL) and print the result.
     ///
     /// Examples:
@@ -59,6 +74,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check(command) => check::run(command),
         Command::Run(args) => run::run(&args),
+        Command::Demo(args) => demo::run(&args),
         Command::Sql(args) => sql::run(&args),
     }
 }

@@ -64,6 +64,7 @@ pub(crate) fn load_config(path: &PathBuf) -> Result<(Config, Vec<Job>), ExitCode
 }
 
 /// The store a configuration names.
+#[derive(Clone)]
 pub(crate) enum Store {
     /// The embedded chDB engine.
     Embedded(Arc<EmbeddedStore>),
@@ -152,7 +153,9 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
     runtime.block_on(serve(config, jobs, store, args.run_for))
 }
 
-async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for: Option<Duration>) -> ExitCode {
+/// Scrapes `jobs` into `store` until `run_for` passes or a signal comes, serving epicenter's
+/// own endpoints; flushes before returning.
+pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for: Option<Duration>) -> ExitCode {
     // One HTTP client per job: each job may have its own tls_config.
     let mut scrapers = Vec::with_capacity(jobs.len());
     for (index, job) in jobs.iter().enumerate() {

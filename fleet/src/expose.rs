@@ -1,0 +1,448 @@
+//! What each simulated exporter prints: text format 0.0.4, every sample stamped with the
+//! simulated time (milliseconds), names, types and labels as the real exporters print them
+//! (../shared/fixtures/exposition/NAMES.md): Micrometer's Prometheus registry for the JVM
+//! backend (Jetty, commons-pool2 under Lettuce, Lettuce command latency, HikariCP, JVM GC,
+//! Spring's `http_server_requests` with percentile histograms on), redis_exporter for the
+//! Redis nodes, and client_python's conventions for the API tier.
+
+use std::fmt::Write;
+
+use crate::model::{Fleet, Service, State, API_BUCKETS, BACKEND_BUCKETS};
+
+/// Commons-pool2 `factoryType` of Lettuce's pooled connections.
+const FACTORY_TYPE: &str =
+    "io.lettuce.core.support.ConnectionPoolSupport$RedisPooledObjectFactory<io.lettuce.core.api.StatefulRedisConnection>";
+
+struct Out {
+    text: String,
+    timestamp_ms: i64,
+}
+
+impl Out {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+        self.text.push_str(name);
+        if !labels.is_empty() {
+            self.text.push('{');
+            for (position, (label, text)) in labels.iter().enumerate() {
+                if position > 0 {
+                    self.text.push(',');
+                }
+                let _ = write!(self.text, "{label}=\"{}\"", escape(text));
+            }
+            self.text.push('}');
+        }
+        let _ = writeln!(self.text, " {} {}", number(value), self.timestamp_ms);
+    }
+
+    fn histogram(
+        &mut self,
+        name: &str,
+        labels: &[(&str, &str)],
+        bounds: &[f64],
+        buckets: &[f64],
+        count: f64,
+        sum: f64,
+    ) {
+        let bucket_name = format!("{name}_bucket");
+        for (bound, cumulative) in bounds.iter().zip(buckets) {
+            let le = number(*bound);
+            let mut with_le = labels.to_vec();
+            with_le.push(("le", &le));
+            self.sample(&bucket_name, &with_le, cumulative.floor().min(count.floor()));
+        }
+        let mut infinite = labels.to_vec();
+        infinite.push(("le", "+Inf"));
+        self.sample(&bucket_name, &infinite, count.floor());
+        self.sample(&format!("{name}_count"), labels, count.floor());
+        self.sample(&format!("{name}_sum"), labels, sum);
+    }
+}
+
+fn escape(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn number(value: f64) -> String {
+    if value.is_finite() {
+        format!("{value}")
+    } else if value.is_nan() {
+        "NaN".to_string()
+    } else if value > 0.0 {
+        "+Inf".to_string()
+    } else {
+        "-Inf".to_string()
+    }
+}
+
+/// The exposition of instance `index` of `fleet` now.
+pub(crate) fn render(fleet: &Fleet, index: usize) -> String {
+    let mut out = Out {
+        text: String::with_capacity(16 * 1024),
+        timestamp_ms: fleet.now_ms(),
+    };
+    let instance = &fleet.instances()[index];
+    let seconds = |at: u64| (fleet.start_ms() as f64 / 1000.0) + at as f64;
+    match (instance.service, fleet.instance_state(index)) {
+        (Service::Api, State::Api(api)) => {
+            let (busy, ok, server_errors, throttled, latency_sum, latency_count, buckets) = api.figures();
+            let workers = fleet.scenario().fleet.api.workers as f64;
+            out.family("http_requests_total", "counter", "Requests served, by status code.");
+            for (code, value) in [("200", ok), ("429", throttled), ("503", server_errors)] {
+                out.sample(
+                    "http_requests_total",
+                    &[("code", code), ("method", "GET")],
+                    value.floor(),
+                );
+            }
+            out.family("http_request_duration_seconds", "histogram", "Request latency.");
+            out.histogram(
+                "http_request_duration_seconds",
+                &[("method", "GET")],
+                &API_BUCKETS,
+                buckets,
+                latency_count,
+                latency_sum,
+            );
+            out.family("api_workers_busy", "gauge", "Worker processes handling a request.");
+            out.sample("api_workers_busy", &[], busy.round());
+            out.family("api_workers_max", "gauge", "Worker processes configured.");
+            out.sample("api_workers_max", &[], workers);
+            out.family(
+                "process_start_time_seconds",
+                "gauge",
+                "Start time of the process since unix epoch in seconds.",
+            );
+            out.sample("process_start_time_seconds", &[], seconds(0));
+        }
+        (Service::Backend, State::Backend(backend)) => {
+            let view = backend.view();
+            let shape = &fleet.scenario().fleet.backend;
+            let threads = shape.threads as f64;
+            let busy = view.busy_threads.round();
+            let current = (busy + 8.0).min(threads);
+            for (name, help, value) in [
+                (
+                    "jetty_threads_config_max",
+                    "The maximum number of threads in the pool",
+                    threads,
+                ),
+                (
+                    "jetty_threads_config_min",
+                    "The minimum number of threads in the pool",
+                    8.0,
+                ),
+                (
+                    "jetty_threads_current",
+                    "The total number of threads in the pool",
+                    current,
+                ),
+                ("jetty_threads_busy", "The number of busy threads in the pool", busy),
+                (
+                    "jetty_threads_idle",
+                    "The number of idle threads in the pool",
+                    current - busy,
+                ),
+                (
+                    "jetty_threads_jobs",
+                    "Number of jobs queued waiting for a thread",
+                    view.queued_jobs.round(),
+                ),
+            ] {
+                out.family(name, "gauge", help);
+                out.sample(name, &[], value);
+            }
+            let redis_names = fleet.redis_names();
+            type PoolFigure = fn(&crate::model::PoolView) -> f64;
+            let pool_families: [(&str, &str, &str, PoolFigure); 8] = [
+                (
+                    "commons_pool2_num_active_objects",
+                    "gauge",
+                    "The number of instances currently borrowed from the pool",
+                    |pool| pool.active.round(),
+                ),
+                (
+                    "commons_pool2_num_idle_objects",
+                    "gauge",
+                    "The number of instances currently idle in the pool",
+                    |pool| (pool.open - pool.active.round()).max(0.0).round(),
+                ),
+                (
+                    "commons_pool2_num_waiters_threads",
+                    "gauge",
+                    "The estimate of the number of threads currently blocked waiting for an object from the pool",
+                    |pool| pool.waiters.round(),
+                ),
+                (
+                    "commons_pool2_created_objects_total",
+                    "counter",
+                    "The total number of objects created for this pool over the lifetime of the pool",
+                    |pool| pool.created.floor(),
+                ),
+                (
+                    "commons_pool2_destroyed_objects_total",
+                    "counter",
+                    "The total number of objects destroyed by this pool over the lifetime of the pool",
+                    |pool| pool.destroyed.floor(),
+                ),
+                (
+                    "commons_pool2_borrowed_objects_total",
+                    "counter",
+                    "The total number of objects successfully borrowed from this pool over the lifetime of the pool",
+                    |pool| pool.borrowed.floor(),
+                ),
+                (
+                    "commons_pool2_mean_borrow_wait_seconds",
+                    "gauge",
+                    "The mean time threads wait to borrow an object",
+                    |pool| pool.mean_wait,
+                ),
+                (
+                    "commons_pool2_max_borrow_wait_seconds",
+                    "gauge",
+                    "The maximum time a thread has waited to borrow objects from the pool",
+                    |pool| pool.max_wait,
+                ),
+            ];
+            for (name, kind, help, figure) in pool_families {
+                out.family(name, kind, help);
+                for (pool, node) in view.pools.iter().zip(&redis_names) {
+                    out.sample(
+                        name,
+                        &[
+                            ("factoryType", FACTORY_TYPE),
+                            ("name", node),
+                            ("type", "GenericObjectPool"),
+                        ],
+                        figure(pool),
+                    );
+                }
+            }
+            out.family(
+                "lettuce_command_completion_seconds",
+                "summary",
+                "Latency between command send and command completion (complete response received",
+            );
+            let remotes: Vec<String> = redis_names.iter().map(|node| format!("redis/{node}:6379")).collect();
+            for (pool, remote) in view.pools.iter().zip(&remotes) {
+                let labels = [("command", "GET"), ("local", "local:any"), ("remote", remote.as_str())];
+                out.sample(
+                    "lettuce_command_completion_seconds_count",
+                    &labels,
+                    pool.commands.0.floor(),
+                );
+                out.sample("lettuce_command_completion_seconds_sum", &labels, pool.commands.1);
+            }
+            out.family(
+                "lettuce_command_completion_seconds_max",
+                "gauge",
+                "Latency between command send and command completion (complete response received",
+            );
+            for (pool, remote) in view.pools.iter().zip(&remotes) {
+                let labels = [("command", "GET"), ("local", "local:any"), ("remote", remote.as_str())];
+                out.sample("lettuce_command_completion_seconds_max", &labels, pool.commands.2);
+            }
+            let db_pool = shape.db_pool_size as f64;
+            let db_active = view.db_active.round();
+            let hikari = [("pool", "HikariPool-1")];
+            for (name, help, value) in [
+                ("hikaricp_connections", "Total connections", db_pool),
+                ("hikaricp_connections_active", "Active connections", db_active),
+                ("hikaricp_connections_idle", "Idle connections", db_pool - db_active),
+                ("hikaricp_connections_pending", "Pending threads", 0.0),
+                ("hikaricp_connections_max", "Max connections", db_pool),
+                ("hikaricp_connections_min", "Min connections", db_pool),
+            ] {
+                out.family(name, "gauge", help);
+                out.sample(name, &hikari, value);
+            }
+            out.family(
+                "hikaricp_connections_timeout_total",
+                "counter",
+                "Connection timeout total count",
+            );
+            out.sample("hikaricp_connections_timeout_total", &hikari, 0.0);
+            out.family(
+                "hikaricp_connections_acquire_seconds",
+                "summary",
+                "Connection acquire time",
+            );
+            out.sample(
+                "hikaricp_connections_acquire_seconds_count",
+                &hikari,
+                view.db_acquire.0.floor(),
+            );
+            out.sample("hikaricp_connections_acquire_seconds_sum", &hikari, view.db_acquire.1);
+            out.family(
+                "hikaricp_connections_acquire_seconds_max",
+                "gauge",
+                "Connection acquire time",
+            );
+            out.sample("hikaricp_connections_acquire_seconds_max", &hikari, 0.0002);
+            let gc = [
+                ("action", "end of minor GC"),
+                ("cause", "G1 Evacuation Pause"),
+                ("gc", "G1 Young Generation"),
+            ];
+            out.family("jvm_gc_pause_seconds", "summary", "Time spent in GC pause");
+            out.sample("jvm_gc_pause_seconds_count", &gc, view.gc.0.floor());
+            out.sample("jvm_gc_pause_seconds_sum", &gc, view.gc.1);
+            out.family("jvm_gc_pause_seconds_max", "gauge", "Time spent in GC pause");
+            out.sample("jvm_gc_pause_seconds_max", &gc, view.gc.2);
+            out.family(
+                "http_server_requests_seconds",
+                "histogram",
+                "Duration of HTTP server request handling",
+            );
+            let mut max = Vec::new();
+            for (outcome, status, (count, sum, buckets)) in
+                [("SUCCESS", "200", view.ok), ("SERVER_ERROR", "500", view.errors)]
+            {
+                let labels = [
+                    ("error", "none"),
+                    ("exception", "none"),
+                    ("method", "GET"),
+                    ("outcome", outcome),
+                    ("status", status),
+                    ("uri", "/api/v1/session"),
+                ];
+                out.histogram(
+                    "http_server_requests_seconds",
+                    &labels,
+                    &BACKEND_BUCKETS,
+                    buckets,
+                    count,
+                    sum,
+                );
+                max.push((labels, if count > 0.0 { sum / count * 3.0 } else { 0.0 }));
+            }
+            out.family(
+                "http_server_requests_seconds_max",
+                "gauge",
+                "Duration of HTTP server request handling",
+            );
+            for (labels, value) in max {
+                out.sample("http_server_requests_seconds_max", &labels, value);
+            }
+            out.family(
+                "process_start_time_seconds",
+                "gauge",
+                "Start time of the process since unix epoch.",
+            );
+            out.sample("process_start_time_seconds", &[], seconds(view.started_at));
+            out.family(
+                "process_uptime_seconds",
+                "gauge",
+                "The uptime of the Java virtual machine",
+            );
+            out.sample("process_uptime_seconds", &[], (fleet.second() - view.started_at) as f64);
+        }
+        (Service::Redis, State::Redis(redis)) => {
+            let view = redis.view();
+            if !view.alive {
+                out.family("redis_up", "gauge", "Information about the Redis instance");
+                out.sample("redis_up", &[], 0.0);
+                out.family(
+                    "redis_exporter_last_scrape_error",
+                    "gauge",
+                    "The last scrape error status.",
+                );
+                let error = format!(
+                    "dial redis: dial tcp {}:6379: connect: connection refused",
+                    instance.name
+                );
+                out.sample("redis_exporter_last_scrape_error", &[("err", &error)], 1.0);
+                return out.text;
+            }
+            out.family("redis_up", "gauge", "Information about the Redis instance");
+            out.sample("redis_up", &[], 1.0);
+            out.family(
+                "redis_exporter_last_scrape_error",
+                "gauge",
+                "The last scrape error status.",
+            );
+            out.sample("redis_exporter_last_scrape_error", &[("err", "")], 0.0);
+            out.family("redis_instance_info", "gauge", "Information about the Redis instance");
+            let run_id = format!(
+                "{:040x}",
+                u128::from(epicenter_collector::scrape::fnv1a(instance.name.as_bytes())) << 32
+                    | u128::from(view.started_at as u32)
+            );
+            out.sample(
+                "redis_instance_info",
+                &[
+                    ("maxmemory_policy", "noeviction"),
+                    ("os", "Linux 6.1.0-28-amd64 x86_64"),
+                    ("process_id", "1"),
+                    ("redis_build_id", "b2ab4bed7c0f1e9d"),
+                    ("redis_mode", "standalone"),
+                    ("redis_version", "7.0.15"),
+                    ("role", "master"),
+                    ("run_id", &run_id),
+                    ("tcp_port", "6379"),
+                ],
+                1.0,
+            );
+            for (name, kind, help, value) in [
+                (
+                    "redis_connected_clients",
+                    "gauge",
+                    "connected_clients metric",
+                    view.connected.round(),
+                ),
+                ("redis_blocked_clients", "gauge", "blocked_clients metric", 0.0),
+                ("redis_max_clients", "gauge", "maxclients metric", 10000.0),
+                (
+                    "redis_connections_received_total",
+                    "counter",
+                    "connections_received_total metric",
+                    view.received.floor(),
+                ),
+                (
+                    "redis_rejected_connections_total",
+                    "counter",
+                    "rejected_connections_total metric",
+                    0.0,
+                ),
+                (
+                    "redis_commands_processed_total",
+                    "counter",
+                    "commands_processed_total metric",
+                    view.commands.floor(),
+                ),
+                (
+                    "redis_uptime_in_seconds",
+                    "gauge",
+                    "uptime_in_seconds metric",
+                    (fleet.second() - view.started_at) as f64,
+                ),
+                (
+                    "redis_start_time_seconds",
+                    "gauge",
+                    "Start time of the Redis instance since unix epoch in seconds.",
+                    seconds(view.started_at),
+                ),
+            ] {
+                out.family(name, kind, help);
+                out.sample(name, &[], value);
+            }
+            out.family("redis_commands_total", "counter", "Total number of calls per command");
+            out.sample("redis_commands_total", &[("cmd", "get")], view.commands.floor());
+            out.family(
+                "redis_commands_duration_seconds_total",
+                "counter",
+                "Total amount of time in seconds spent per command",
+            );
+            out.sample(
+                "redis_commands_duration_seconds_total",
+                &[("cmd", "get")],
+                view.command_seconds,
+            );
+        }
+        _ => {}
+    }
+    out.text
+}

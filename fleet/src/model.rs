@@ -1,0 +1,830 @@
+//! The fleet's physics, one simulated second per [`Fleet::step`].
+//!
+//! Load flows from the API tier to the JVM backend and from the backend to the Redis nodes it
+//! shards over (client-side consistent hashing). Every quantity comes from rates and holding
+//! times (Little's law), not from scripted curves:
+//! - a backend instance's pool towards a Redis node holds a connection for the command's
+//!   service time; offered concurrency = command rate × hold time. Below the pool size, the
+//!   wait follows Sakasegawa's M/M/c approximation; above it, borrowers wait up to
+//!   `maxWait` (0.5 s) and the excess fails;
+//! - a dead node holds connections for the command timeout (1 s) and fails every command until
+//!   the clients' topology refresh (8 s later) drops it from the ring; then every client
+//!   rebuilds its pool towards every surviving node (a connection-creation storm proportional
+//!   to clients × pool size) while the old connections idle until they are closed 30 s later;
+//! - request latency = own work (× the JIT warm-up factor after a restart) + Redis time +
+//!   pool wait; Jetty busy threads = request rate × latency; failed requests come back from
+//!   mobile clients as retries (up to twice), multiplying load;
+//! - a restarted JVM starts with counters at zero (a counter reset), a new
+//!   `process_start_time_seconds`, slow code and long GC pauses that decay with the warm-up
+//!   time constant;
+//! - traffic follows a daily shape (±30 %, peak at 15:00) with per-instance noise.
+//!
+//! Randomness comes from one ChaCha8 generator seeded by the scenario, drawn in a fixed order,
+//! so the same seed gives the same samples.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::scenario::{FaultKind, Scenario};
+
+/// Commons-pool2 `maxWait`: how long a borrower waits for a connection, seconds.
+const MAX_WAIT_SECONDS: f64 = 0.5;
+/// Lettuce command timeout towards a dead node, seconds.
+const COMMAND_TIMEOUT_SECONDS: f64 = 1.0;
+/// Delay between a node's death (or return) and the clients' topology refresh, seconds.
+const TOPOLOGY_REFRESH_SECONDS: u64 = 8;
+/// Seconds a replaced pool's connections stay open (idle) before they are closed.
+const OLD_POOL_CLOSE_SECONDS: u64 = 30;
+/// Redis command service time on a healthy node, seconds.
+const REDIS_SERVICE_SECONDS: f64 = 0.0004;
+/// Network round trip inside the fleet, seconds.
+const NETWORK_SECONDS: f64 = 0.0005;
+/// Backend's own work per request on a warm JVM, seconds.
+const BACKEND_WORK_SECONDS: f64 = 0.012;
+/// Fraction of pooled connections the evictor replaces per second (baseline churn).
+const EVICTION_PER_SECOND: f64 = 0.002;
+
+/// A service kind of the simulated fleet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Service {
+    /// Public API tier.
+    Api,
+    /// JVM backend.
+    Backend,
+    /// Redis node.
+    Redis,
+}
+
+impl Service {
+    /// The `service` label value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Service::Api => "api",
+            Service::Backend => "backend",
+            Service::Redis => "redis",
+        }
+    }
+}
+
+/// One instance: where it runs and what it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instance {
+    /// Instance name, `<service>-<dc number>-<n>` (`redis-2-1`).
+    pub name: String,
+    /// Its service.
+    pub service: Service,
+    /// Datacenter (`dc-2`).
+    pub dc: String,
+    /// Host (`dc-2-host-3`).
+    pub host: String,
+}
+
+/// Per backend instance, per Redis node: the client pool.
+#[derive(Debug, Clone, Default)]
+struct Pool {
+    open: f64,
+    old_idle: f64,
+    old_close_at: u64,
+    active: f64,
+    waiters: f64,
+    mean_wait: f64,
+    max_wait: f64,
+    created: f64,
+    destroyed: f64,
+    borrowed: f64,
+    command_count: f64,
+    command_sum: f64,
+    command_max: f64,
+}
+
+/// State of a backend instance.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Backend {
+    started_at: u64,
+    warmup_seconds: f64,
+    pools: Vec<Pool>,
+    rate: f64,
+    error_fraction: f64,
+    latency: f64,
+    sigma: f64,
+    busy_threads: f64,
+    queued_jobs: f64,
+    ok_count: f64,
+    error_count: f64,
+    ok_sum: f64,
+    error_sum: f64,
+    ok_buckets: Vec<f64>,
+    error_buckets: Vec<f64>,
+    gc_count: f64,
+    gc_sum: f64,
+    gc_max: f64,
+    db_active: f64,
+    db_acquire_count: f64,
+    db_acquire_sum: f64,
+}
+
+/// State of an API instance.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Api {
+    rate: f64,
+    busy: f64,
+    ok: f64,
+    server_errors: f64,
+    throttled: f64,
+    latency_sum: f64,
+    latency_count: f64,
+    buckets: Vec<f64>,
+}
+
+/// State of a Redis node.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Redis {
+    alive: bool,
+    extra_latency: f64,
+    started_at: u64,
+    connected: f64,
+    received: f64,
+    commands: f64,
+    command_seconds: f64,
+}
+
+/// Upper bounds of the backend's request-latency histogram, seconds (Micrometer-style
+/// percentile histogram, 1 ms to 30 s).
+pub const BACKEND_BUCKETS: [f64; 24] = [
+    0.001, 0.002, 0.003, 0.005, 0.007, 0.01, 0.015, 0.02, 0.03, 0.05, 0.07, 0.1, 0.15, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5,
+    2.0, 3.0, 5.0, 10.0, 30.0,
+];
+
+/// Upper bounds of the API's request-latency histogram (client_python's defaults), seconds.
+pub const API_BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+];
+
+/// A simulated fleet at one instant.
+pub struct Fleet {
+    scenario: Scenario,
+    instances: Vec<Instance>,
+    api: Vec<(usize, Api)>,
+    backend: Vec<(usize, Backend)>,
+    redis: Vec<(usize, Redis)>,
+    /// Which nodes the clients' ring holds (their topology view).
+    ring_view: Vec<bool>,
+    shares: Vec<f64>,
+    pending_refresh: Option<u64>,
+    rng: ChaCha8Rng,
+    /// Simulated seconds since the start.
+    second: u64,
+    /// Simulated time of the start, milliseconds since the epoch.
+    start_ms: i64,
+}
+
+impl Fleet {
+    /// Builds the fleet of `scenario`, its clock starting at `start_ms` (milliseconds since
+    /// the epoch).
+    pub fn new(scenario: &Scenario, start_ms: i64) -> Fleet {
+        let shape = &scenario.fleet;
+        let mut instances = Vec::new();
+        for (service, per_dc, offset) in [
+            (Service::Api, shape.api.instances_per_datacenter, 0),
+            (Service::Backend, shape.backend.instances_per_datacenter, 1),
+            (Service::Redis, shape.redis.nodes_per_datacenter, 2),
+        ] {
+            for dc in 1..=shape.datacenters {
+                for number in 1..=per_dc {
+                    let host = (number - 1 + offset) % shape.hosts_per_datacenter + 1;
+                    instances.push(Instance {
+                        name: format!("{}-{dc}-{number}", service.name()),
+                        service,
+                        dc: format!("dc-{dc}"),
+                        host: format!("dc-{dc}-host-{host}"),
+                    });
+                }
+            }
+        }
+        let of = |service: Service| -> Vec<usize> {
+            instances
+                .iter()
+                .enumerate()
+                .filter(|(_, instance)| instance.service == service)
+                .map(|(index, _)| index)
+                .collect()
+        };
+        let redis_count = of(Service::Redis).len();
+        let pool_size = shape.backend.redis_pool_size as f64;
+        let backend = of(Service::Backend)
+            .into_iter()
+            .map(|index| {
+                let pools = (0..redis_count)
+                    .map(|_| Pool {
+                        open: pool_size,
+                        created: pool_size,
+                        ..Pool::default()
+                    })
+                    .collect();
+                (
+                    index,
+                    Backend {
+                        pools,
+                        warmup_seconds: 90.0,
+                        started_at: 0,
+                        ok_buckets: vec![0.0; BACKEND_BUCKETS.len()],
+                        error_buckets: vec![0.0; BACKEND_BUCKETS.len()],
+                        sigma: 0.5,
+                        ..Backend::default()
+                    },
+                )
+            })
+            .collect::<Vec<_>>();
+        let backends = backend.len() as f64;
+        let redis = of(Service::Redis)
+            .into_iter()
+            .map(|index| {
+                (
+                    index,
+                    Redis {
+                        alive: true,
+                        connected: backends * pool_size,
+                        received: backends * pool_size,
+                        ..Redis::default()
+                    },
+                )
+            })
+            .collect();
+        let api = of(Service::Api)
+            .into_iter()
+            .map(|index| {
+                (
+                    index,
+                    Api {
+                        buckets: vec![0.0; API_BUCKETS.len()],
+                        ..Api::default()
+                    },
+                )
+            })
+            .collect();
+        let ring_view = vec![true; redis_count];
+        let names: Vec<String> = of(Service::Redis)
+            .into_iter()
+            .map(|index| instances[index].name.clone())
+            .collect();
+        let shares = ring_shares(&names, &ring_view);
+        Fleet {
+            scenario: scenario.clone(),
+            instances,
+            api,
+            backend,
+            redis,
+            ring_view,
+            shares,
+            pending_refresh: None,
+            rng: ChaCha8Rng::seed_from_u64(scenario.seed),
+            second: 0,
+            start_ms,
+        }
+    }
+
+    /// Every instance, API first, then backend, then Redis, each by datacenter and number.
+    pub fn instances(&self) -> &[Instance] {
+        &self.instances
+    }
+
+    /// Simulated seconds since the start.
+    pub fn second(&self) -> u64 {
+        self.second
+    }
+
+    /// Simulated time now, milliseconds since the epoch.
+    pub fn now_ms(&self) -> i64 {
+        self.start_ms + self.second as i64 * 1000
+    }
+
+    /// Names of the instances a fault selects (see [`crate::scenario::Selector`]).
+    pub fn select(&self, fault: &crate::scenario::Fault) -> Vec<usize> {
+        let service = fault.select.service.as_deref().unwrap_or(fault.kind.service());
+        let mut picked: Vec<usize> = self
+            .instances
+            .iter()
+            .enumerate()
+            .filter(|(_, instance)| {
+                instance.service.name() == service
+                    && fault.select.dc.as_ref().is_none_or(|dc| &instance.dc == dc)
+                    && fault.select.host.as_ref().is_none_or(|host| &instance.host == host)
+                    && fault.select.instance.as_ref().is_none_or(|name| &instance.name == name)
+            })
+            .map(|(index, _)| index)
+            .collect();
+        if let Some(count) = fault.select.count {
+            picked.truncate(count);
+        }
+        picked
+    }
+
+    /// Advances the fleet by one simulated second.
+    pub fn step(&mut self) {
+        self.second += 1;
+        let now = self.second;
+        self.apply_faults(now);
+        self.refresh_topology(now);
+
+        let shape = self.scenario.fleet.clone();
+        let hour = (self.scenario.start_hour + now as f64 / 3600.0) % 24.0;
+        let daily = 1.0 + 0.3 * (std::f64::consts::TAU * (hour - 9.0) / 24.0).sin();
+        let fleet_rate = shape.api.requests_per_second * daily * (1.0 + 0.02 * self.normal());
+
+        // Backend error fraction per datacenter from the previous second: what clients retry.
+        let datacenters = shape.datacenters;
+        let mut dc_error = vec![0.0f64; datacenters + 1];
+        let mut dc_latency = vec![0.0f64; datacenters + 1];
+        let mut dc_backends = vec![0.0f64; datacenters + 1];
+        for (index, backend) in &self.backend {
+            let dc = dc_number(&self.instances[*index].dc);
+            dc_error[dc] += backend.error_fraction;
+            dc_latency[dc] += backend.latency.max(BACKEND_WORK_SECONDS);
+            dc_backends[dc] += 1.0;
+        }
+        let mut dc_offered = vec![0.0f64; datacenters + 1];
+        let api_count = self.api.len() as f64;
+        let retry = shape.api.retry_probability;
+        for slot in 0..self.api.len() {
+            let index = self.api[slot].0;
+            let dc = dc_number(&self.instances[index].dc);
+            let error = dc_error[dc] / dc_backends[dc].max(1.0);
+            let latency = dc_latency[dc] / dc_backends[dc].max(1.0) + 0.002;
+            let noise = 1.0 + 0.03 * self.normal();
+            let base = fleet_rate / api_count * noise;
+            // Mobile clients retry failed requests up to twice.
+            let offered = base * (1.0 + retry * error + (retry * error).powi(2));
+            let workers = shape.api.workers as f64;
+            let busy = offered * latency;
+            let throttled = if busy > workers {
+                offered * (1.0 - workers / busy)
+            } else {
+                0.0
+            };
+            let passed = offered - throttled;
+            let api = &mut self.api[slot].1;
+            api.rate = offered;
+            api.busy = busy.min(workers);
+            api.ok += passed * (1.0 - error);
+            api.server_errors += passed * error;
+            api.throttled += throttled;
+            api.latency_sum += passed * latency;
+            api.latency_count += passed;
+            for (bucket, bound) in api.buckets.iter_mut().zip(API_BUCKETS) {
+                *bucket += passed * lognormal_cdf(bound, latency * 0.85, 0.45);
+            }
+            dc_offered[dc] += passed;
+        }
+
+        let commands = shape.backend.redis_commands_per_request;
+        let pool_size = shape.backend.redis_pool_size as f64;
+        let threads = shape.backend.threads as f64;
+        let redis_state: Vec<(bool, f64)> = self
+            .redis
+            .iter()
+            .map(|(_, redis)| (redis.alive, redis.extra_latency))
+            .collect();
+        let mut node_commands = vec![0.0; self.redis.len()];
+        let mut node_created = vec![0.0; self.redis.len()];
+        let mut node_connected = vec![0.0; self.redis.len()];
+        for slot in 0..self.backend.len() {
+            let index = self.backend[slot].0;
+            let dc = dc_number(&self.instances[index].dc);
+            let noise = 1.0 + 0.03 * self.normal();
+            let gc_draw = self.rng.random::<f64>();
+            let rate = dc_offered[dc] / dc_backends[dc].max(1.0) * noise;
+            let backend = &mut self.backend[slot].1;
+            let age = now.saturating_sub(backend.started_at) as f64;
+            let warm = if backend.started_at == 0 {
+                0.0
+            } else {
+                (-age / backend.warmup_seconds).exp()
+            };
+            let mut fail_share = 0.0;
+            let mut redis_time = 0.0;
+            for (node, pool) in backend.pools.iter_mut().enumerate() {
+                let share = self.shares[node];
+                let (alive, extra) = redis_state[node];
+                // Baseline churn: the evictor replaces a few idle connections.
+                let churn = pool.open * EVICTION_PER_SECOND;
+                pool.created += churn;
+                pool.destroyed += churn;
+                node_created[node] += churn;
+                if pool.old_idle > 0.0 && now >= pool.old_close_at {
+                    pool.destroyed += pool.old_idle;
+                    pool.old_idle = 0.0;
+                }
+                node_connected[node] += if alive { pool.open + pool.old_idle } else { 0.0 };
+                let rate_node = rate * commands * share;
+                if rate_node <= 0.0 {
+                    pool.active = 0.0;
+                    pool.waiters = 0.0;
+                    continue;
+                }
+                let hold = if alive {
+                    REDIS_SERVICE_SECONDS + extra + NETWORK_SECONDS
+                } else {
+                    COMMAND_TIMEOUT_SECONDS
+                };
+                let offered = rate_node * hold;
+                let utilisation = offered / pool_size;
+                let (wait, borrow_fail) = if utilisation < 0.98 {
+                    let exponent = (2.0 * (pool_size + 1.0)).sqrt() - 1.0;
+                    let wait = hold * utilisation.powf(exponent) / (pool_size * (1.0 - utilisation));
+                    (wait.min(MAX_WAIT_SECONDS), 0.0)
+                } else {
+                    (MAX_WAIT_SECONDS, (1.0 - pool_size / offered).max(0.0))
+                };
+                let served = rate_node * (1.0 - borrow_fail);
+                pool.active = (served * hold).min(pool_size);
+                pool.waiters = (rate_node * wait).min(threads);
+                pool.mean_wait = wait;
+                pool.max_wait = (wait * 2.0).min(MAX_WAIT_SECONDS);
+                pool.borrowed += served;
+                pool.command_count += served;
+                pool.command_sum += served * hold;
+                pool.command_max = hold * 1.5;
+                if alive {
+                    node_commands[node] += served;
+                }
+                let fail = if alive { borrow_fail } else { 1.0 };
+                fail_share += share * fail;
+                redis_time += share * (hold + wait);
+            }
+            let error = 1.0 - (-commands * fail_share).exp();
+            let work = BACKEND_WORK_SECONDS * (1.0 + 12.0 * warm);
+            let latency = work + commands * redis_time + 0.003;
+            let concurrency = rate * latency;
+            let rejected = if concurrency > threads {
+                1.0 - threads / concurrency
+            } else {
+                0.0
+            };
+            let error = (error + rejected).min(1.0);
+            backend.rate = rate;
+            backend.error_fraction = error;
+            backend.latency = latency;
+            backend.sigma = 0.5 + 0.3 * warm;
+            backend.busy_threads = concurrency.min(threads);
+            backend.queued_jobs = (concurrency - threads).max(0.0);
+            let ok = rate * (1.0 - error);
+            let failed = rate * error;
+            let median_ok = latency * 0.8;
+            backend.ok_count += ok;
+            backend.ok_sum += ok * latency;
+            backend.error_count += failed;
+            backend.error_sum += failed * latency.max(COMMAND_TIMEOUT_SECONDS.min(MAX_WAIT_SECONDS));
+            let sigma = backend.sigma;
+            for (bucket, bound) in backend.ok_buckets.iter_mut().zip(BACKEND_BUCKETS) {
+                *bucket += ok * lognormal_cdf(bound, median_ok, sigma);
+            }
+            for (bucket, bound) in backend.error_buckets.iter_mut().zip(BACKEND_BUCKETS) {
+                *bucket += failed * lognormal_cdf(bound, MAX_WAIT_SECONDS, 0.3);
+            }
+            // GC: pauses of ~0.2 s a few times a minute; up to ~1 s while the JVM warms up.
+            let pause_rate = 0.1 * (1.0 + 2.0 * warm);
+            let pause = 0.2 * (1.0 + 4.0 * warm) * (0.8 + 0.4 * gc_draw);
+            backend.gc_count += pause_rate;
+            backend.gc_sum += pause_rate * pause;
+            backend.gc_max = pause * 1.5;
+            // HikariCP: a few database queries per ten requests, 4 ms each.
+            let queries = rate * 0.3;
+            backend.db_active = (queries * 0.004).min(shape.backend.db_pool_size as f64);
+            backend.db_acquire_count += queries;
+            backend.db_acquire_sum += queries * 0.000_05;
+        }
+        for (node, (_, redis)) in self.redis.iter_mut().enumerate() {
+            redis.received += node_created[node];
+            if redis.alive {
+                redis.connected = node_connected[node];
+                redis.commands += node_commands[node];
+                redis.command_seconds += node_commands[node] * (REDIS_SERVICE_SECONDS + redis.extra_latency);
+            } else {
+                redis.connected = 0.0;
+            }
+        }
+    }
+
+    fn normal(&mut self) -> f64 {
+        // Box–Muller from two uniforms: exact and stable across rand versions.
+        let u1: f64 = self.rng.random::<f64>().max(f64::MIN_POSITIVE);
+        let u2: f64 = self.rng.random::<f64>();
+        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    }
+
+    /// Starts and ends faults whose time has come.
+    fn apply_faults(&mut self, now: u64) {
+        let faults = self.scenario.faults.clone();
+        for fault in &faults {
+            let start = fault.at.0.as_secs().max(1);
+            let end = fault.duration.map(|duration| start + duration.0.as_secs());
+            let starting = now == start;
+            let ending = end == Some(now);
+            if !starting && !ending {
+                continue;
+            }
+            for index in self.select(fault) {
+                match fault.kind {
+                    FaultKind::NodeLoss => {
+                        if let Some((_, redis)) = self.redis.iter_mut().find(|(at, _)| *at == index) {
+                            redis.alive = ending;
+                            if ending {
+                                redis.started_at = now;
+                                redis.connected = 0.0;
+                            }
+                            self.pending_refresh = Some(now + TOPOLOGY_REFRESH_SECONDS);
+                        }
+                    }
+                    FaultKind::SlowNode => {
+                        if let Some((_, redis)) = self.redis.iter_mut().find(|(at, _)| *at == index) {
+                            redis.extra_latency = if starting {
+                                fault.latency_seconds.unwrap_or(0.05)
+                            } else {
+                                0.0
+                            };
+                        }
+                    }
+                    FaultKind::ColdStart => {
+                        if !starting {
+                            continue;
+                        }
+                        let pool_size = self.scenario.fleet.backend.redis_pool_size as f64;
+                        let alive: Vec<bool> = self.redis.iter().map(|(_, redis)| redis.alive).collect();
+                        if let Some((_, backend)) = self.backend.iter_mut().find(|(at, _)| *at == index) {
+                            // A restart: counters from zero, new pools, cold code.
+                            let warmup = fault.warmup_seconds.unwrap_or(90.0);
+                            *backend = Backend {
+                                started_at: now,
+                                warmup_seconds: warmup,
+                                ok_buckets: vec![0.0; BACKEND_BUCKETS.len()],
+                                error_buckets: vec![0.0; BACKEND_BUCKETS.len()],
+                                sigma: 0.8,
+                                pools: alive
+                                    .iter()
+                                    .map(|&up| Pool {
+                                        open: if up { pool_size } else { 0.0 },
+                                        created: if up { pool_size } else { 0.0 },
+                                        ..Pool::default()
+                                    })
+                                    .collect(),
+                                ..Backend::default()
+                            };
+                            for ((_, redis), up) in self.redis.iter_mut().zip(alive) {
+                                if up {
+                                    redis.received += pool_size;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The clients' topology refresh: the ring follows the live nodes, and every client
+    /// rebuilds its pools towards every node in the new ring.
+    fn refresh_topology(&mut self, now: u64) {
+        if self.pending_refresh != Some(now) {
+            return;
+        }
+        self.pending_refresh = None;
+        self.ring_view = self.redis.iter().map(|(_, redis)| redis.alive).collect();
+        let names: Vec<String> = self
+            .redis
+            .iter()
+            .map(|(index, _)| self.instances[*index].name.clone())
+            .collect();
+        self.shares = ring_shares(&names, &self.ring_view);
+        let pool_size = self.scenario.fleet.backend.redis_pool_size as f64;
+        for (_, backend) in &mut self.backend {
+            for (node, pool) in backend.pools.iter_mut().enumerate() {
+                let (_, redis) = &mut self.redis[node];
+                if !self.ring_view[node] {
+                    pool.destroyed += pool.open + pool.old_idle;
+                    pool.open = 0.0;
+                    pool.old_idle = 0.0;
+                    continue;
+                }
+                pool.old_idle += pool.open;
+                pool.old_close_at = now + OLD_POOL_CLOSE_SECONDS;
+                pool.open = pool_size;
+                pool.created += pool_size;
+                redis.received += pool_size;
+            }
+        }
+    }
+
+    /// The exposition (Prometheus text format 0.0.4, samples stamped with the simulated
+    /// time) that instance `index` serves now. A dead Redis node's exporter still answers,
+    /// with `redis_up 0`, as redis_exporter does.
+    pub fn render(&self, index: usize) -> String {
+        crate::expose::render(self, index)
+    }
+
+    pub(crate) fn instance_state(&self, index: usize) -> State<'_> {
+        if let Some((_, api)) = self.api.iter().find(|(at, _)| *at == index) {
+            return State::Api(api);
+        }
+        if let Some((_, backend)) = self.backend.iter().find(|(at, _)| *at == index) {
+            return State::Backend(backend);
+        }
+        match self.redis.iter().find(|(at, _)| *at == index) {
+            Some((_, redis)) => State::Redis(redis),
+            None => State::Missing,
+        }
+    }
+
+    pub(crate) fn redis_names(&self) -> Vec<&str> {
+        self.redis
+            .iter()
+            .map(|(index, _)| self.instances[*index].name.as_str())
+            .collect()
+    }
+
+    pub(crate) fn scenario(&self) -> &Scenario {
+        &self.scenario
+    }
+
+    pub(crate) fn start_ms(&self) -> i64 {
+        self.start_ms
+    }
+
+    /// New connections per second the Redis nodes received in total over the last second,
+    /// and the backend's fleet-wide error fraction: the demo's live timeline.
+    pub fn headline(&self) -> Headline {
+        let backends = self.backend.len().max(1) as f64;
+        Headline {
+            redis_connections_received: self.redis.iter().map(|(_, redis)| redis.received).sum(),
+            backend_error_fraction: self.backend.iter().map(|(_, b)| b.error_fraction).sum::<f64>() / backends,
+            backend_latency_seconds: self.backend.iter().map(|(_, b)| b.latency).sum::<f64>() / backends,
+            pool_waiters: self
+                .backend
+                .iter()
+                .flat_map(|(_, b)| b.pools.iter().map(|pool| pool.waiters))
+                .sum(),
+            api_requests_per_second: self.api.iter().map(|(_, api)| api.rate).sum(),
+        }
+    }
+}
+
+/// Fleet-wide figures for a live timeline.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Headline {
+    /// Connections the Redis nodes have accepted since the start (a counter).
+    pub redis_connections_received: f64,
+    /// Mean fraction of backend requests failing, 0..1.
+    pub backend_error_fraction: f64,
+    /// Mean backend request latency, seconds.
+    pub backend_latency_seconds: f64,
+    /// Threads waiting for a Redis connection, fleet-wide.
+    pub pool_waiters: f64,
+    /// Requests per second the API tier takes, retries included.
+    pub api_requests_per_second: f64,
+}
+
+/// What [`crate::expose`] reads of an instance.
+pub(crate) enum State<'a> {
+    Api(&'a Api),
+    Backend(&'a Backend),
+    Redis(&'a Redis),
+    Missing,
+}
+
+/// Fields the exposition reads; kept here so the physics owns its state.
+impl Api {
+    pub(crate) fn figures(&self) -> (f64, f64, f64, f64, f64, f64, &[f64]) {
+        (
+            self.busy,
+            self.ok,
+            self.server_errors,
+            self.throttled,
+            self.latency_sum,
+            self.latency_count,
+            &self.buckets,
+        )
+    }
+}
+
+/// Read access for the exposition.
+pub(crate) struct BackendView<'a> {
+    pub(crate) started_at: u64,
+    pub(crate) busy_threads: f64,
+    pub(crate) queued_jobs: f64,
+    pub(crate) ok: (f64, f64, &'a [f64]),
+    pub(crate) errors: (f64, f64, &'a [f64]),
+    pub(crate) gc: (f64, f64, f64),
+    pub(crate) db_active: f64,
+    pub(crate) db_acquire: (f64, f64),
+    pub(crate) pools: Vec<PoolView>,
+}
+
+/// One pool, for the exposition.
+pub(crate) struct PoolView {
+    pub(crate) open: f64,
+    pub(crate) active: f64,
+    pub(crate) waiters: f64,
+    pub(crate) mean_wait: f64,
+    pub(crate) max_wait: f64,
+    pub(crate) created: f64,
+    pub(crate) destroyed: f64,
+    pub(crate) borrowed: f64,
+    pub(crate) commands: (f64, f64, f64),
+}
+
+impl Backend {
+    pub(crate) fn view(&self) -> BackendView<'_> {
+        BackendView {
+            started_at: self.started_at,
+            busy_threads: self.busy_threads,
+            queued_jobs: self.queued_jobs,
+            ok: (self.ok_count, self.ok_sum, &self.ok_buckets),
+            errors: (self.error_count, self.error_sum, &self.error_buckets),
+            gc: (self.gc_count, self.gc_sum, self.gc_max),
+            db_active: self.db_active,
+            db_acquire: (self.db_acquire_count, self.db_acquire_sum),
+            pools: self
+                .pools
+                .iter()
+                .map(|pool| PoolView {
+                    open: pool.open + pool.old_idle,
+                    active: pool.active,
+                    waiters: pool.waiters,
+                    mean_wait: pool.mean_wait,
+                    max_wait: pool.max_wait,
+                    created: pool.created,
+                    destroyed: pool.destroyed,
+                    borrowed: pool.borrowed,
+                    commands: (pool.command_count, pool.command_sum, pool.command_max),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Read access for the exposition.
+pub(crate) struct RedisView {
+    pub(crate) alive: bool,
+    pub(crate) started_at: u64,
+    pub(crate) connected: f64,
+    pub(crate) received: f64,
+    pub(crate) commands: f64,
+    pub(crate) command_seconds: f64,
+}
+
+impl Redis {
+    pub(crate) fn view(&self) -> RedisView {
+        RedisView {
+            alive: self.alive,
+            started_at: self.started_at,
+            connected: self.connected,
+            received: self.received,
+            commands: self.commands,
+            command_seconds: self.command_seconds,
+        }
+    }
+}
+
+fn dc_number(dc: &str) -> usize {
+    dc.trim_start_matches("dc-").parse().unwrap_or(0)
+}
+
+/// Fraction of the key space each node owns on a consistent-hash ring with 160 virtual nodes
+/// per live node (ketama's count), hashed with FNV-1a; dead nodes own nothing.
+pub fn ring_shares(names: &[String], live: &[bool]) -> Vec<f64> {
+    let mut points: Vec<(u64, usize)> = Vec::new();
+    for (node, name) in names.iter().enumerate() {
+        if !live[node] {
+            continue;
+        }
+        for replica in 0..160 {
+            let point = epicenter_collector::scrape::fnv1a(format!("{name}-{replica}").as_bytes());
+            points.push((point, node));
+        }
+    }
+    let mut shares = vec![0.0; names.len()];
+    if points.is_empty() {
+        return shares;
+    }
+    points.sort_unstable();
+    // Each point owns the arc from the previous point (wrapping) up to itself.
+    let full = 2f64.powi(64);
+    for (at, &(point, node)) in points.iter().enumerate() {
+        let previous = if at == 0 {
+            points[points.len() - 1].0
+        } else {
+            points[at - 1].0
+        };
+        let arc = point.wrapping_sub(previous) as f64;
+        shares[node] += arc / full;
+    }
+    shares
+}
+
+/// P(X ≤ x) for a log-normal with the given median and σ of the log (statrs).
+pub fn lognormal_cdf(x: f64, median: f64, sigma: f64) -> f64 {
+    use statrs::distribution::{ContinuousCDF, LogNormal};
+    if x <= 0.0 || median <= 0.0 {
+        return 0.0;
+    }
+    LogNormal::new(median.ln(), sigma).map_or(0.0, |distribution| distribution.cdf(x))
+}

@@ -1,0 +1,405 @@
+//! Scenarios as data: a fleet's shape, its clock, and the faults injected into it.
+//!
+//! A scenario is a YAML file (docs/scenarios.md teaches the format; `scenarios/` holds the
+//! shipped ones). Unknown keys are errors naming their path. Durations use Prometheus's
+//! syntax (`90s`, `5m`, `1h30m`); times inside the run (`at`) count from the run's start.
+
+use std::path::Path;
+use std::time::Duration;
+
+use epicenter_collector::config::PromDuration;
+use serde::Deserialize;
+
+/// A whole scenario file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name, used in ground truth and output (`redis-node-loss`).
+    pub name: String,
+    /// One or two sentences: what happens and what a good verdict says.
+    #[serde(default)]
+    pub description: String,
+    /// Seed of every random draw: the same seed gives identical samples.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Simulated seconds per wall-clock second. Default 10.
+    #[serde(default = "default_speed")]
+    pub speed: f64,
+    /// Simulated length of the run. Default `10m`.
+    #[serde(default = "default_duration")]
+    pub duration: PromDuration,
+    /// Simulated interval at which epicenter scrapes the fleet. Default `10s`.
+    #[serde(default = "default_scrape_interval")]
+    pub scrape_interval: PromDuration,
+    /// Simulated hour of day (0–24, UTC) at the start, for the daily traffic shape. Default 10.
+    #[serde(default = "default_start_hour")]
+    pub start_hour: f64,
+    /// The fleet's shape.
+    #[serde(default)]
+    pub fleet: FleetShape,
+    /// Faults: each has a kind, a selector and a time window; ground truth follows from them.
+    #[serde(default)]
+    pub faults: Vec<Fault>,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+fn default_speed() -> f64 {
+    10.0
+}
+fn default_duration() -> PromDuration {
+    PromDuration(Duration::from_secs(600))
+}
+fn default_scrape_interval() -> PromDuration {
+    PromDuration(Duration::from_secs(10))
+}
+fn default_start_hour() -> f64 {
+    10.0
+}
+
+/// How many of what, where.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetShape {
+    /// Datacenters, named `dc-1` … `dc-N`. Default 3.
+    #[serde(default = "default_datacenters")]
+    pub datacenters: usize,
+    /// Hosts per datacenter, named `dc-1-host-1` …; instances are spread over them. Default 4.
+    #[serde(default = "default_hosts")]
+    pub hosts_per_datacenter: usize,
+    /// The public API tier.
+    #[serde(default)]
+    pub api: ApiShape,
+    /// The JVM backend.
+    #[serde(default)]
+    pub backend: BackendShape,
+    /// The Redis nodes the backend shards over.
+    #[serde(default)]
+    pub redis: RedisShape,
+}
+
+impl Default for FleetShape {
+    fn default() -> Self {
+        FleetShape {
+            datacenters: default_datacenters(),
+            hosts_per_datacenter: default_hosts(),
+            api: ApiShape::default(),
+            backend: BackendShape::default(),
+            redis: RedisShape::default(),
+        }
+    }
+}
+
+fn default_datacenters() -> usize {
+    3
+}
+fn default_hosts() -> usize {
+    4
+}
+
+/// The public API tier (fork-model workers in front of the backend).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiShape {
+    /// Instances per datacenter. Default 2.
+    #[serde(default = "default_two")]
+    pub instances_per_datacenter: usize,
+    /// Fleet-wide requests per second at the daily mean (the daily shape swings ±30 %).
+    /// Default 800.
+    #[serde(default = "default_rps")]
+    pub requests_per_second: f64,
+    /// Worker processes per instance. Default 64.
+    #[serde(default = "default_workers")]
+    pub workers: usize,
+    /// Probability that a mobile client retries a failed request (up to twice). Default 0.6.
+    #[serde(default = "default_retry")]
+    pub retry_probability: f64,
+}
+
+impl Default for ApiShape {
+    fn default() -> Self {
+        ApiShape {
+            instances_per_datacenter: default_two(),
+            requests_per_second: default_rps(),
+            workers: default_workers(),
+            retry_probability: default_retry(),
+        }
+    }
+}
+
+fn default_two() -> usize {
+    2
+}
+fn default_rps() -> f64 {
+    800.0
+}
+fn default_workers() -> usize {
+    64
+}
+fn default_retry() -> f64 {
+    0.6
+}
+
+/// The JVM backend: Jetty threads, a Redis pool per shard, HikariCP, GC.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendShape {
+    /// Instances per datacenter. Default 4.
+    #[serde(default = "default_four")]
+    pub instances_per_datacenter: usize,
+    /// Connections per Redis node in each instance's pool (commons-pool2 `maxTotal`). Default 8.
+    #[serde(default = "default_redis_pool")]
+    pub redis_pool_size: usize,
+    /// Redis commands per request. Default 2.
+    #[serde(default = "default_commands")]
+    pub redis_commands_per_request: f64,
+    /// Jetty thread pool maximum. Default 200.
+    #[serde(default = "default_threads")]
+    pub threads: usize,
+    /// HikariCP `maximumPoolSize`. Default 10.
+    #[serde(default = "default_db_pool")]
+    pub db_pool_size: usize,
+}
+
+impl Default for BackendShape {
+    fn default() -> Self {
+        BackendShape {
+            instances_per_datacenter: default_four(),
+            redis_pool_size: default_redis_pool(),
+            redis_commands_per_request: default_commands(),
+            threads: default_threads(),
+            db_pool_size: default_db_pool(),
+        }
+    }
+}
+
+fn default_four() -> usize {
+    4
+}
+fn default_redis_pool() -> usize {
+    8
+}
+fn default_commands() -> f64 {
+    2.0
+}
+fn default_threads() -> usize {
+    200
+}
+fn default_db_pool() -> usize {
+    10
+}
+
+/// The Redis nodes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisShape {
+    /// Nodes per datacenter. Default 2.
+    #[serde(default = "default_two")]
+    pub nodes_per_datacenter: usize,
+}
+
+impl Default for RedisShape {
+    fn default() -> Self {
+        RedisShape {
+            nodes_per_datacenter: default_two(),
+        }
+    }
+}
+
+/// One injected fault.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    /// What goes wrong.
+    pub kind: FaultKind,
+    /// Which instances it hits.
+    pub select: Selector,
+    /// When it starts, from the run's start.
+    pub at: PromDuration,
+    /// How long it lasts; absent = until the end of the run.
+    #[serde(default)]
+    pub duration: Option<PromDuration>,
+    /// `slow_node`: extra latency per Redis command, seconds. Default 0.05.
+    #[serde(default)]
+    pub latency_seconds: Option<f64>,
+    /// `cold_start`: time constant of the JIT warm-up, seconds. Default 90.
+    #[serde(default)]
+    pub warmup_seconds: Option<f64>,
+}
+
+/// Kinds of fault the simulator can inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// A Redis node dies (process gone; its exporter reports `redis_up 0`).
+    NodeLoss,
+    /// A Redis node answers, slowly (`latency_seconds` per command).
+    SlowNode,
+    /// Backend instances restart cold, as after a deploy (JIT and GC warm up over
+    /// `warmup_seconds`).
+    ColdStart,
+}
+
+impl FaultKind {
+    /// The name ground truth and verdicts use (`node_loss`, `slow_node`, `cold_start`).
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::NodeLoss => "node_loss",
+            FaultKind::SlowNode => "slow_node",
+            FaultKind::ColdStart => "cold_start",
+        }
+    }
+
+    /// The service kind the fault applies to.
+    pub fn service(self) -> &'static str {
+        match self {
+            FaultKind::NodeLoss | FaultKind::SlowNode => "redis",
+            FaultKind::ColdStart => "backend",
+        }
+    }
+}
+
+/// Picks instances: all of `service`, narrowed by datacenter, host and instance name, then
+/// the first `count` (in name order) if given.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Selector {
+    /// Service (`api`, `backend`, `redis`); default: the fault kind's service.
+    #[serde(default)]
+    pub service: Option<String>,
+    /// Datacenter name (`dc-2`).
+    #[serde(default)]
+    pub dc: Option<String>,
+    /// Host name (`dc-2-host-3`).
+    #[serde(default)]
+    pub host: Option<String>,
+    /// Instance name (`redis-2-1`).
+    #[serde(default)]
+    pub instance: Option<String>,
+    /// Take at most this many of the matches.
+    #[serde(default)]
+    pub count: Option<usize>,
+}
+
+/// A scenario that cannot be used, with the key path or file it concerns.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ScenarioError {
+    /// Key path (`faults[0].kind`) or file name.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Shipped scenarios, by name: the files under `scenarios/`, built into the binary.
+pub const SHIPPED: [(&str, &str); 4] = [
+    ("redis-node-loss", include_str!("../../scenarios/redis-node-loss.yml")),
+    ("redis-slow-node", include_str!("../../scenarios/redis-slow-node.yml")),
+    (
+        "backend-cold-start",
+        include_str!("../../scenarios/backend-cold-start.yml"),
+    ),
+    ("healthy", include_str!("../../scenarios/healthy.yml")),
+];
+
+impl Scenario {
+    /// Parses and checks a scenario. Errors name the key path (and line) or the rule broken.
+    pub fn from_yaml(text: &str) -> Result<Scenario, ScenarioError> {
+        let deserializer = serde_norway::Deserializer::from_str(text);
+        let scenario: Scenario = serde_path_to_error::deserialize(deserializer).map_err(|error| {
+            let path = error.path().to_string();
+            // serde_norway's message carries the line and column.
+            let inner = error.into_inner();
+            ScenarioError {
+                path: if path == "." { "scenario".to_string() } else { path },
+                message: inner.to_string(),
+            }
+        })?;
+        scenario.check()?;
+        Ok(scenario)
+    }
+
+    /// A shipped scenario by name, or a file by path.
+    pub fn load(name_or_path: &str) -> Result<Scenario, ScenarioError> {
+        if let Some((_, text)) = SHIPPED.iter().find(|(name, _)| *name == name_or_path) {
+            return Scenario::from_yaml(text);
+        }
+        let text = std::fs::read_to_string(Path::new(name_or_path)).map_err(|error| ScenarioError {
+            path: name_or_path.to_string(),
+            message: format!(
+                "not a shipped scenario ({}) and not a readable file: {error}",
+                SHIPPED.map(|(name, _)| name).join(", ")
+            ),
+        })?;
+        Scenario::from_yaml(&text).map_err(|error| ScenarioError {
+            path: format!("{name_or_path}: {}", error.path),
+            message: error.message,
+        })
+    }
+
+    fn check(&self) -> Result<(), ScenarioError> {
+        let fail = |path: &str, message: String| {
+            Err(ScenarioError {
+                path: path.to_string(),
+                message,
+            })
+        };
+        if !(self.speed.is_finite() && self.speed > 0.0 && self.speed <= 1000.0) {
+            return fail("speed", format!("{} must be in (0, 1000]", self.speed));
+        }
+        if self.duration.0 < Duration::from_secs(1) {
+            return fail("duration", "must be at least 1s".into());
+        }
+        if self.scrape_interval.0 < Duration::from_secs(1) {
+            return fail("scrape_interval", "must be at least 1s".into());
+        }
+        let shape = &self.fleet;
+        for (path, value, max) in [
+            ("fleet.datacenters", shape.datacenters, 16),
+            ("fleet.hosts_per_datacenter", shape.hosts_per_datacenter, 64),
+            (
+                "fleet.api.instances_per_datacenter",
+                shape.api.instances_per_datacenter,
+                64,
+            ),
+            (
+                "fleet.backend.instances_per_datacenter",
+                shape.backend.instances_per_datacenter,
+                128,
+            ),
+            ("fleet.redis.nodes_per_datacenter", shape.redis.nodes_per_datacenter, 32),
+            ("fleet.backend.redis_pool_size", shape.backend.redis_pool_size, 256),
+            ("fleet.backend.threads", shape.backend.threads, 10_000),
+            ("fleet.api.workers", shape.api.workers, 10_000),
+        ] {
+            if value == 0 || value > max {
+                return fail(path, format!("{value} must be between 1 and {max}"));
+            }
+        }
+        if !(0.0..=1.0).contains(&shape.api.retry_probability) {
+            return fail("fleet.api.retry_probability", "must be between 0 and 1".into());
+        }
+        for (index, fault) in self.faults.iter().enumerate() {
+            if fault.at.0 >= self.duration.0 {
+                return fail(
+                    &format!("faults[{index}].at"),
+                    format!("{} is not before the end of the run ({})", fault.at, self.duration),
+                );
+            }
+            if let Some(service) = &fault.select.service {
+                if service != fault.kind.service() {
+                    return fail(
+                        &format!("faults[{index}].select.service"),
+                        format!(
+                            "{} applies to '{}', not '{service}'",
+                            fault.kind.name(),
+                            fault.kind.service()
+                        ),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}

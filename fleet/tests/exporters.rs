@@ -1,0 +1,260 @@
+//! The simulated exporters against the parser and against real captures
+//! (../shared/fixtures/exposition): every exposition parses strictly, and metric names, types
+//! and label names match what the real exporters print. Same seed, same samples.
+
+#![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use epicenter_collector::exposition::{parse, FormatChoice, ParseOptions, Validation};
+use epicenter_fleet::model::API_BUCKETS;
+use epicenter_fleet::{Fleet, Scenario, Service};
+
+const START_MS: i64 = 1_780_000_000_000;
+
+fn fleet(name: &str, seconds: u64) -> Fleet {
+    let scenario = Scenario::load(name).unwrap();
+    let mut fleet = Fleet::new(&scenario, START_MS);
+    for _ in 0..seconds {
+        fleet.step();
+    }
+    fleet
+}
+
+/// Family name → (type, label names without `le`/`quantile`).
+fn families(text: &str) -> BTreeMap<String, (String, BTreeSet<String>)> {
+    let exposition = parse(
+        text.as_bytes(),
+        ParseOptions {
+            format: FormatChoice::Text,
+            validation: Validation::Strict,
+        },
+    )
+    .unwrap_or_else(|error| panic!("{error}\n{text}"));
+    assert!(exposition.warnings.is_empty(), "{:?}", exposition.warnings);
+    let mut out = BTreeMap::new();
+    for family in &exposition.families {
+        let mut names = BTreeSet::new();
+        for sample in exposition.samples_of(family) {
+            for label in exposition.labels_in(sample.labels) {
+                if label.name != "le" && label.name != "quantile" {
+                    names.insert(label.name.to_string());
+                }
+            }
+        }
+        out.insert(
+            family.name.to_string(),
+            (family.metric_type.as_str().to_string(), names),
+        );
+    }
+    out
+}
+
+#[path = "../../collector/tests/support.rs"]
+mod support;
+
+/// `path` under the team's shared data (`../shared` or `EPICENTER_SHARED`); `None` (the test
+/// says SKIPPED) on a clone without it, a failure in CI.
+fn shared(path: &str) -> Option<PathBuf> {
+    Some(support::shared_dir("fleet exporters")?.join(path))
+}
+
+#[test]
+fn every_exposition_parses_strictly_and_carries_the_simulated_time() {
+    for (name, _) in epicenter_fleet::scenario::SHIPPED {
+        let fleet = fleet(name, 200);
+        for (index, instance) in fleet.instances().iter().enumerate() {
+            let text = fleet.render(index);
+            let exposition = parse(
+                text.as_bytes(),
+                ParseOptions {
+                    format: FormatChoice::Text,
+                    validation: Validation::Strict,
+                },
+            )
+            .unwrap_or_else(|error| panic!("{name} {}: {error}", instance.name));
+            assert!(
+                exposition.warnings.is_empty(),
+                "{name} {}: {:?}",
+                instance.name,
+                exposition.warnings
+            );
+            assert!(!exposition.samples.is_empty());
+            for sample in &exposition.samples {
+                assert_eq!(sample.timestamp_ms(), Some(START_MS + 200_000), "{}", sample.name);
+                assert!(sample.value.is_finite(), "{} {}", sample.name, sample.value);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_same_seed_gives_identical_samples_and_another_seed_does_not() {
+    let a = fleet("redis-node-loss", 300);
+    let b = fleet("redis-node-loss", 300);
+    let texts =
+        |fleet: &Fleet| -> Vec<String> { (0..fleet.instances().len()).map(|index| fleet.render(index)).collect() };
+    assert_eq!(texts(&a), texts(&b));
+    let mut scenario = Scenario::load("redis-node-loss").unwrap();
+    scenario.seed += 1;
+    let mut other = Fleet::new(&scenario, START_MS);
+    for _ in 0..300 {
+        other.step();
+    }
+    assert_ne!(texts(&a), texts(&other));
+}
+
+/// Compares the simulated exporter of `service` with real captures: every family the
+/// simulator prints that a capture also has must match its type and label names, allowing
+/// only `extra_labels` (tags newer versions add) and `histogram_for_summary` (Micrometer
+/// timers become histograms when percentile histograms are on). Returns how many matched.
+fn compare(
+    service: Service,
+    captures: &[&str],
+    extra_labels: &[&str],
+    histogram_for_summary: &[&str],
+) -> Option<usize> {
+    let mut real: Vec<BTreeMap<String, (String, BTreeSet<String>)>> = Vec::new();
+    for capture in captures {
+        let path = shared(&format!("fixtures/exposition/{capture}"))?;
+        real.push(families(&std::fs::read_to_string(path).unwrap()));
+    }
+    let fleet = fleet("healthy", 120);
+    let index = fleet
+        .instances()
+        .iter()
+        .position(|instance| instance.service == service)
+        .unwrap();
+    let simulated = families(&fleet.render(index));
+    let mut matched = 0;
+    for (name, (kind, labels)) in &simulated {
+        let seen: Vec<&(String, BTreeSet<String>)> = real.iter().filter_map(|capture| capture.get(name)).collect();
+        if seen.is_empty() {
+            // No capture has it (commons-pool2, Lettuce): the name must be one NAMES.md lists
+            // from the exporter's source.
+            if let Some(names) = shared("fixtures/exposition/NAMES.md") {
+                let reference = std::fs::read_to_string(names).unwrap();
+                // NAMES.md writes a timer's gauge as `<name>_{count,sum} (+`_max` gauge)`.
+                let base = name.strip_suffix("_max").unwrap_or(name);
+                assert!(
+                    reference.contains(name.as_str()) || reference.contains(&format!("{base}_{{count,sum}}")),
+                    "{name}: in no capture and not in NAMES.md"
+                );
+            }
+            continue;
+        }
+        let fits = seen.iter().any(|(real_kind, real_labels)| {
+            let kind_ok = real_kind == kind
+                || (histogram_for_summary.contains(&name.as_str()) && real_kind == "summary" && kind == "histogram");
+            let extra: Vec<&String> = labels.difference(real_labels).collect();
+            let missing: Vec<&String> = real_labels.difference(labels).collect();
+            kind_ok && missing.is_empty() && extra.iter().all(|label| extra_labels.contains(&label.as_str()))
+        });
+        assert!(fits, "{name}: simulated {kind} {labels:?}, real {seen:?}");
+        matched += 1;
+    }
+    eprintln!(
+        "{service:?}: {matched} of {} simulated families found in the captures",
+        simulated.len()
+    );
+    Some(matched)
+}
+
+#[test]
+fn redis_nodes_print_what_redis_exporter_prints() {
+    let Some(matched) = compare(
+        Service::Redis,
+        &["redis_exporter/redis-exporter-v1.27-redis6.2-master-3-replicas.prom"],
+        &[],
+        &[],
+    ) else {
+        return;
+    };
+    // redis_up, instance_info, clients, connections, commands, uptime, start time, errors…
+    assert!(matched >= 12, "only {matched} families matched the capture");
+}
+
+#[test]
+fn the_jvm_backend_prints_what_micrometer_prints() {
+    let Some(matched) = compare(
+        Service::Backend,
+        &[
+            "java/datadog-hikaricp-micrometer.prom",
+            "java/spring-boot2-zuul-jetty-hystrix-actuator.prom",
+            "java/spring-boot3-actuator-tomcat-learn.prom",
+        ],
+        // `gc` on jvm_gc_pause from Micrometer 1.11; `error` on http_server_requests in Boot 3.
+        &["gc", "error"],
+        &["http_server_requests_seconds"],
+    ) else {
+        return;
+    };
+    // Jetty threads (6), HikariCP (9), GC pause (2), HTTP requests (2), process start/uptime.
+    assert!(matched >= 18, "only {matched} families matched the captures");
+}
+
+#[test]
+fn the_api_tier_uses_client_pythons_default_buckets() {
+    let Some(path) = shared("fixtures/exposition/python_client/client-python-histogram-default-buckets.prom") else {
+        return;
+    };
+    let text = std::fs::read_to_string(path).unwrap();
+    let real: Vec<f64> = text
+        .lines()
+        .filter_map(|line| {
+            line.split_once("le=\"")?
+                .1
+                .split_once('"')
+                .map(|(le, _)| le.to_string())
+        })
+        .filter(|le| le != "+Inf")
+        .map(|le| le.parse().unwrap())
+        .collect();
+    assert_eq!(real, API_BUCKETS.to_vec());
+}
+
+#[test]
+fn scenario_mistakes_name_their_path() {
+    let unknown =
+        Scenario::from_yaml("name: x\nfaults:\n  - kind: node_loss\n    select: {}\n    at: 1m\n    durtion: 2m\n")
+            .unwrap_err()
+            .to_string();
+    assert!(unknown.starts_with("faults[0].durtion"), "{unknown}");
+    assert!(unknown.contains("line 6"), "{unknown}");
+    let late = Scenario::from_yaml("name: x\nduration: 1m\nfaults:\n  - {kind: cold_start, select: {}, at: 2m}\n")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(late, "faults[0].at: 2m is not before the end of the run (1m)");
+    let wrong = Scenario::from_yaml("name: x\nfaults:\n  - {kind: slow_node, select: {service: api}, at: 1m}\n")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        wrong,
+        "faults[0].select.service: slow_node applies to 'redis', not 'api'"
+    );
+    let speed = Scenario::from_yaml("name: x\nspeed: 0\n").unwrap_err().to_string();
+    assert_eq!(speed, "speed: 0 must be in (0, 1000]");
+}
+
+/// Ground truth follows from the scenario and the placement rule in docs/scenarios.md.
+#[test]
+fn ground_truth_names_the_faulty_instances_hosts_and_datacenters() {
+    let fleet = fleet("backend-cold-start", 0);
+    let truth = epicenter_fleet::truth::ground_truth(&fleet);
+    assert_eq!(truth.len(), 1);
+    assert_eq!(truth[0].kind, "cold_start");
+    assert_eq!(truth[0].instances, ["backend-1-1", "backend-1-2"]);
+    // n-th backend instance on host ((n - 1 + 1) mod 4) + 1.
+    assert_eq!(truth[0].hosts, ["dc-1-host-2", "dc-1-host-3"]);
+    assert_eq!(truth[0].dcs, ["dc-1"]);
+    assert_eq!(truth[0].onset_ms, START_MS + 180_000);
+    assert_eq!(truth[0].end_ms, None);
+    let loss = epicenter_fleet::truth::ground_truth(&fleet_of("redis-node-loss"));
+    assert_eq!(loss[0].hosts, ["dc-2-host-3"]);
+    assert_eq!(loss[0].end_ms, Some(START_MS + 420_000));
+}
+
+fn fleet_of(name: &str) -> Fleet {
+    fleet(name, 0)
+}

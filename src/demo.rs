@@ -1,0 +1,286 @@
+//! `epicenter demo`: a simulated fleet, scraped into the embedded store while a scenario's
+//! faults play out, with a live timeline, the ground truth and queries to explore.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use epicenter_collector::config::Config;
+use epicenter_fleet::scenario::Scenario;
+use epicenter_fleet::truth::Truth;
+use tokio::sync::watch;
+
+use crate::run::{open_store, runtime, serve, Store, EXIT_CONFIG};
+
+/// Arguments of `epicenter demo`.
+#[derive(Args, Debug)]
+pub(crate) struct DemoArgs {
+    /// A shipped scenario (redis-node-loss, redis-slow-node, backend-cold-start, healthy) or
+    /// a scenario file (docs/scenarios.md).
+    #[arg(long, default_value = "redis-node-loss", value_name = "NAME|FILE")]
+    scenario: String,
+
+    /// Simulated seconds per wall-clock second, instead of the scenario's own `speed`.
+    #[arg(long, value_name = "X")]
+    speed: Option<f64>,
+
+    /// Keep the fleet and the collector running after the scenario ends, until Ctrl-C.
+    #[arg(long)]
+    keep_running: bool,
+
+    /// Embedded store directory (where `epicenter sql` looks by default).
+    #[arg(long, default_value = "./data", value_name = "DIR")]
+    data: PathBuf,
+}
+
+/// Runs `epicenter demo`.
+pub(crate) fn run(args: &DemoArgs) -> ExitCode {
+    let mut scenario = match Scenario::load(&args.scenario) {
+        Ok(scenario) => scenario,
+        Err(error) => {
+            eprintln!("error: scenario {error}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    if let Some(speed) = args.speed {
+        if !(speed.is_finite() && speed > 0.0 && speed <= 1000.0) {
+            eprintln!("error: --speed {speed}: must be in (0, 1000]");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+        scenario.speed = speed;
+    }
+    let runtime = match runtime() {
+        Ok(runtime) => runtime,
+        Err(code) => return code,
+    };
+    let (stop_fleet, fleet_shutdown) = watch::channel(false);
+    let start_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_millis() as i64 / 1000 * 1000);
+    let fleet = match runtime.block_on(epicenter_fleet::serve::start(&scenario, start_ms, fleet_shutdown)) {
+        Ok(fleet) => fleet,
+        Err(error) => {
+            eprintln!("error: cannot start the simulated fleet on 127.0.0.1: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    let wall_interval = scenario
+        .scrape_interval
+        .0
+        .div_f64(scenario.speed)
+        .max(Duration::from_millis(100));
+    let yaml = collector_config(&scenario, &fleet.served, wall_interval, &args.data);
+    let (config, jobs) = match Config::from_yaml(&yaml).map(|config| (config.validate(), config)) {
+        Ok((Ok(jobs), config)) => (config, jobs),
+        _ => {
+            eprintln!("error: internal: the demo's collector configuration is invalid:\n{yaml}");
+            return ExitCode::from(1);
+        }
+    };
+    let store = match open_store(&config, &runtime) {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let truth = fleet.ground_truth();
+    if let Err(error) = write_truth(&store, &runtime, &truth) {
+        eprintln!("error: writing the ground truth: {error}");
+        return ExitCode::from(1);
+    }
+    let wall_seconds = scenario.duration.0.as_secs_f64() / scenario.speed;
+    println!(
+        "epicenter demo: scenario '{}': {}\n  {} instances ({} datacenters), {} simulated at {}x speed (about {:.0} s), scraped every {} simulated ({:?} wall) into {}",
+        scenario.name,
+        scenario.description,
+        fleet.served.len(),
+        scenario.fleet.datacenters,
+        scenario.duration,
+        scenario.speed,
+        wall_seconds,
+        scenario.scrape_interval,
+        wall_interval,
+        args.data.display()
+    );
+    for fault in &truth {
+        println!(
+            "  fault: {} of {} ({}) on {} in {}, at +{}s{}",
+            fault.kind,
+            fault.instances.join(", "),
+            fault.service,
+            fault.hosts.join(", "),
+            fault.dcs.join(", "),
+            (fault.onset_ms - start_ms) / 1000,
+            fault
+                .end_ms
+                .map(|end| format!(" until +{}s", (end - start_ms) / 1000))
+                .unwrap_or_default()
+        );
+    }
+    let timeline = runtime.spawn(timeline(
+        fleet.clock.clone(),
+        truth.clone(),
+        start_ms,
+        fleet.headline_source(),
+    ));
+    let run_for = if args.keep_running {
+        None
+    } else {
+        Some(Duration::from_secs_f64(wall_seconds) + wall_interval * 2)
+    };
+    let code = runtime.block_on(serve(config, jobs, store.clone(), run_for));
+    let _ = stop_fleet.send(true);
+    timeline.abort();
+    summary(&store, &runtime, &scenario, &truth, start_ms);
+    code
+}
+
+/// The collector configuration the demo runs: one job per service, every instance a static
+/// target labelled with its datacenter, host and service; simulated timestamps honoured.
+fn collector_config(
+    scenario: &Scenario,
+    served: &[epicenter_fleet::serve::ServedInstance],
+    interval: Duration,
+    data: &std::path::Path,
+) -> String {
+    let interval_ms = interval.as_millis().max(100);
+    let timeout_ms = (interval_ms * 8 / 10).max(80);
+    let mut yaml = format!(
+        "global:\n  scrape_interval: {interval_ms}ms\n  scrape_timeout: {timeout_ms}ms\n  external_labels: {{scenario: {}}}\nscrape_configs:\n",
+        scenario.name
+    );
+    for service in ["api", "backend", "redis"] {
+        yaml.push_str(&format!("  - job_name: {service}\n    static_configs:\n"));
+        for target in served.iter().filter(|target| target.instance.service.name() == service) {
+            yaml.push_str(&format!(
+                "      - targets: ['{}']\n        labels: {{dc: {}, host: {}, service: {service}, pod: {}}}\n",
+                target.address, target.instance.dc, target.instance.host, target.instance.name
+            ));
+        }
+    }
+    yaml.push_str(&format!(
+        "storage:\n  embedded:\n    path: '{}'\nserver:\n  listen_address: 127.0.0.1:0\n",
+        data.display().to_string().replace('\'', "''")
+    ));
+    yaml
+}
+
+/// Creates `ground_truth` (idempotent) and appends this run's faults.
+fn write_truth(store: &Store, runtime: &tokio::runtime::Runtime, truth: &[Truth]) -> Result<(), String> {
+    store.query(
+        runtime,
+        "CREATE TABLE IF NOT EXISTS ground_truth (
+            scenario LowCardinality(String),
+            kind LowCardinality(String),
+            service LowCardinality(String),
+            dcs Array(String),
+            hosts Array(String),
+            instances Array(String),
+            onset DateTime64(3, 'UTC'),
+            end Nullable(DateTime64(3, 'UTC'))
+        ) ENGINE = MergeTree ORDER BY (onset, scenario)",
+        "TabSeparated",
+    )?;
+    for fault in truth {
+        let list = |values: &[String]| {
+            let quoted: Vec<String> = values
+                .iter()
+                .map(|value| format!("'{}'", value.replace('\'', "''")))
+                .collect();
+            format!("[{}]", quoted.join(","))
+        };
+        let sql = format!(
+            "INSERT INTO ground_truth VALUES ('{}', '{}', '{}', {}, {}, {}, fromUnixTimestamp64Milli({}), {})",
+            fault.scenario.replace('\'', "''"),
+            fault.kind,
+            fault.service,
+            list(&fault.dcs),
+            list(&fault.hosts),
+            list(&fault.instances),
+            fault.onset_ms,
+            fault
+                .end_ms
+                .map_or("NULL".to_string(), |end| format!("fromUnixTimestamp64Milli({end})"))
+        );
+        store.query(runtime, &sql, "TabSeparated")?;
+    }
+    Ok(())
+}
+
+/// Prints a line every 30 simulated seconds, and when a fault starts or ends.
+async fn timeline(
+    mut clock: watch::Receiver<u64>,
+    truth: Vec<Truth>,
+    start_ms: i64,
+    headline: impl Fn() -> epicenter_fleet::model::Headline,
+) {
+    let mut previous_received = headline().redis_connections_received;
+    let mut previous_second = 0u64;
+    while clock.changed().await.is_ok() {
+        let second = *clock.borrow();
+        let now_ms = start_ms + second as i64 * 1000;
+        for fault in &truth {
+            if fault.onset_ms == now_ms {
+                println!(
+                    "[+{second:>5}s] FAULT starts: {} of {} on {}",
+                    fault.kind,
+                    fault.instances.join(", "),
+                    fault.hosts.join(", ")
+                );
+            }
+            if fault.end_ms == Some(now_ms) {
+                println!(
+                    "[+{second:>5}s] fault ends: {} of {}",
+                    fault.kind,
+                    fault.instances.join(", ")
+                );
+            }
+        }
+        if second % 30 != 0 {
+            continue;
+        }
+        let figures = headline();
+        let elapsed = (second - previous_second).max(1) as f64;
+        let new_connections = (figures.redis_connections_received - previous_received) / elapsed;
+        previous_received = figures.redis_connections_received;
+        previous_second = second;
+        println!(
+            "[+{second:>5}s] api {:>6.0} req/s | backend errors {:>5.1} % | latency {:>7.3} s | redis pool waiters {:>6.0} | new redis connections {:>7.1}/s",
+            figures.api_requests_per_second,
+            figures.backend_error_fraction * 100.0,
+            figures.backend_latency_seconds,
+            figures.pool_waiters,
+            new_connections
+        );
+    }
+}
+
+/// What the store holds after the run, and queries to go on with.
+fn summary(store: &Store, runtime: &tokio::runtime::Runtime, scenario: &Scenario, truth: &[Truth], start_ms: i64) {
+    let ask = |sql: &str| {
+        store
+            .query(runtime, sql, "PrettyCompactMonoBlock")
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_else(|error| format!("(query failed: {error})\n"))
+    };
+    println!("\nWhat the store holds for this run (scrapes by service):");
+    print!(
+        "{}",
+        ask(&format!(
+            "SELECT service, count() AS scrapes, sum(up) AS up, sum(samples_scraped) AS samples FROM scrapes \
+             WHERE time >= fromUnixTimestamp64Milli({start_ms}) GROUP BY service ORDER BY service"
+        ))
+    );
+    if truth.is_empty() {
+        println!("\nNo fault was injected: the detector (next issue) should say nothing.");
+    } else {
+        println!("\nGround truth (table ground_truth):");
+        print!("{}", ask("SELECT scenario, kind, service, dcs, hosts, instances, onset FROM ground_truth ORDER BY onset DESC LIMIT 5"));
+    }
+    println!(
+        "\nThe detector is not built yet; explore with `epicenter sql` (add --config if you used --data):\n\
+         \x20 epicenter sql \"SELECT host, max(value) AS waiters FROM samples WHERE metric = 'commons_pool2_num_waiters_threads' AND labels['scenario'] = '{0}' GROUP BY host ORDER BY waiters DESC LIMIT 5\"\n\
+         \x20 epicenter sql \"SELECT instance, toStartOfMinute(time) AS minute, max(value) - min(value) AS new_connections FROM samples WHERE metric = 'redis_connections_received_total' AND labels['scenario'] = '{0}' GROUP BY instance, minute ORDER BY new_connections DESC LIMIT 10\"\n\
+         \x20 epicenter sql \"SELECT labels['pod'] AS pod, max(value) AS gc_pause_max_seconds FROM samples WHERE metric = 'jvm_gc_pause_seconds_max' AND labels['scenario'] = '{0}' GROUP BY pod ORDER BY gc_pause_max_seconds DESC LIMIT 5\"",
+        scenario.name
+    );
+}
