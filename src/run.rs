@@ -406,6 +406,14 @@ async fn stop_signal() -> &'static str {
 /// Settings this build accepts but cannot act on yet, as sentences for warnings.
 pub(crate) fn unsupported(config: &Config) -> Vec<String> {
     let mut warnings = Vec::new();
+    for (index, job) in config.scrape_configs.iter().enumerate() {
+        if job.tls_config.is_some() && job.scheme != epicenter_collector::config::Scheme::Https {
+            warnings.push(format!(
+                "scrape_configs[{index}].tls_config: has no effect: job '{}' scrapes over plain http (set scheme: https)",
+                job.job_name
+            ));
+        }
+    }
     if let Some(clickhouse) = &config.storage.clickhouse {
         if clickhouse.tls.is_some() {
             warnings.push("storage.clickhouse.tls: not used yet (no TLS towards ClickHouse in this build)".to_string());

@@ -56,6 +56,12 @@ pub(crate) fn run(args: &SqlArgs) -> ExitCode {
     };
     match store.query(&runtime, &args.query, &args.format) {
         Ok(output) => {
+            if output.is_empty() {
+                // Pretty formats print nothing for an empty result; say so (on stderr, so
+                // piped output stays clean).
+                eprintln!("(0 rows)");
+                return ExitCode::SUCCESS;
+            }
             let mut stdout = std::io::stdout().lock();
             if stdout.write_all(&output).and_then(|()| stdout.flush()).is_err() {
                 return ExitCode::from(1);

@@ -78,7 +78,7 @@ fn a_missing_file_exits_three() {
 fn settings_this_build_cannot_act_on_are_warned_about() {
     let path = write_temp(
         "clickhouse-tls.yml",
-        "scrape_configs:\n  - job_name: secure\n    scheme: https\n    static_configs: [{targets: ['x:1']}]\nstorage:\n  clickhouse:\n    url: https://127.0.0.1:8443\n    tls: {insecure_skip_verify: true}\n",
+        "scrape_configs:\n  - job_name: secure\n    scheme: https\n    static_configs: [{targets: ['x:1']}]\n  - job_name: plain\n    tls_config: {insecure_skip_verify: true}\n    static_configs: [{targets: ['x:2']}]\nstorage:\n  clickhouse:\n    url: https://127.0.0.1:8443\n    tls: {insecure_skip_verify: true}\n",
     );
     let output = check_config(path.to_str().unwrap());
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -91,4 +91,8 @@ fn settings_this_build_cannot_act_on_are_warned_about() {
         "{stderr}"
     );
     assert!(!stderr.contains("https scraping"), "{stderr}");
+    assert!(
+        stderr.contains("scrape_configs[1].tls_config: has no effect: job 'plain' scrapes over plain http"),
+        "{stderr}"
+    );
 }

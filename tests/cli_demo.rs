@@ -151,6 +151,16 @@ fn node_loss_storms_the_surviving_nodes_within_two_intervals() {
         assert_eq!(value_at(points, onset - 10_000), 1.0, "{pod} before the fault");
     }
     assert!(run.stdout.contains("redis-2-1 on dc-2-host-3"), "{}", run.stdout);
+    // An empty result is said, on stderr, in the default (pretty) format.
+    let empty = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["sql", "--config"])
+        .arg(&run.config)
+        .arg("SELECT metric FROM samples WHERE metric = 'no_such_metric'")
+        .output()
+        .unwrap();
+    assert!(empty.status.success());
+    assert!(empty.stdout.is_empty());
+    assert_eq!(String::from_utf8_lossy(&empty.stderr).trim(), "(0 rows)");
 }
 
 /// p99 (histogram_quantile's linear interpolation) of the requests counted between `from`

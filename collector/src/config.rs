@@ -584,7 +584,15 @@ impl Config {
                 );
             }
             if let Some(tls) = &scrape.tls_config {
-                for (key, message) in tls.problems(&at("tls_config")) {
+                let problems = tls.problems(&at("tls_config"));
+                if problems.is_empty() {
+                    // Build the client `epicenter run` will use: unreadable or unusable PEM
+                    // (a directory, a key where a certificate belongs) fails here, not later.
+                    if let Err(error) = crate::scrape::Scraper::with_tls(Some(tls)) {
+                        problem(at("tls_config"), error.to_string());
+                    }
+                }
+                for (key, message) in problems {
                     problem(key, message);
                 }
             }

@@ -442,9 +442,10 @@ impl Scraper {
                 pem.extend(read("key_file", key)?);
                 let identity = reqwest::Identity::from_pem(&pem).map_err(|error| {
                     ScrapeError::Tls(format!(
-                        "cert_file '{}' / key_file '{}': {error}",
+                        "cert_file '{}' / key_file '{}': {} (cert_file must hold the PEM certificate, key_file its PEM private key)",
                         cert.display(),
-                        key.display()
+                        key.display(),
+                        describe_request_error(&error)
                     ))
                 })?;
                 builder = builder.identity(identity);
@@ -453,7 +454,9 @@ impl Scraper {
                 builder = builder.danger_accept_invalid_certs(true);
             }
         }
-        let client = builder.build().map_err(|error| ScrapeError::Tls(error.to_string()))?;
+        let client = builder
+            .build()
+            .map_err(|error| ScrapeError::Tls(describe_request_error(&error)))?;
         Ok(Scraper { client })
     }
 
@@ -673,7 +676,8 @@ fn series_for(name: &str, labels: Labels, target: &Target, job: &Job, context: &
     Some(Series::new(name, labels, &context.placement))
 }
 
-/// reqwest's error with its causes, e.g. `error sending request: … Connection refused`.
+/// reqwest's error with its causes, e.g. `error sending request: … Connection refused`, and
+/// a plain-words hint for the TLS failures people meet most.
 fn describe_request_error(error: &reqwest::Error) -> String {
     let mut text = error.to_string();
     let mut source = std::error::Error::source(error);
@@ -682,7 +686,40 @@ fn describe_request_error(error: &reqwest::Error) -> String {
         text.push_str(&cause.to_string());
         source = cause.source();
     }
+    if let Some(hint) = tls_hint(&text) {
+        text.push_str(" (");
+        text.push_str(hint);
+        text.push(')');
+    }
     text
+}
+
+/// What a rustls failure means for the person configuring the scrape.
+fn tls_hint(text: &str) -> Option<&'static str> {
+    let hints = [
+        (
+            "CaUsedAsEndEntity",
+            "the server's certificate is itself a CA certificate (basicConstraints CA:TRUE, as `openssl req -x509` makes by default); serve a leaf certificate signed by a CA and put that CA in tls_config.ca_file (docs/configuration.md shows how), or set tls_config.insecure_skip_verify",
+        ),
+        (
+            "UnknownIssuer",
+            "the server's certificate is not signed by a trusted CA: put its CA in tls_config.ca_file",
+        ),
+        (
+            "InvalidContentType",
+            "the server did not answer with TLS: is it plain http? (scheme: http)",
+        ),
+        (
+            "NotValidForName",
+            "the certificate does not name the address scraped: scrape a name its subjectAltName lists",
+        ),
+        ("not valid for name", "the certificate does not name the address scraped: scrape a name its subjectAltName lists"),
+        ("Expired", "the server's certificate has expired"),
+    ];
+    hints
+        .iter()
+        .find(|(token, _)| text.contains(token))
+        .map(|(_, hint)| *hint)
 }
 
 /// Adds the target's labels to a series (Prometheus `mutateSampleLabels`): with

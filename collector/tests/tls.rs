@@ -199,6 +199,119 @@ async fn https_targets_are_verified_against_the_configured_ca() {
     assert_eq!(outcome.report.samples_scraped, 2);
 }
 
+/// The self-signed certificate `openssl req -x509` makes is a CA certificate; rustls refuses
+/// it as a server's own even when it is the ca_file, and the error says so in plain words.
+/// A plain-http server behind `scheme: https` is named as such.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn common_tls_mistakes_are_explained() {
+    let dir = std::env::temp_dir().join(format!("epicenter-tls-self-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("metrics"), BODY).unwrap();
+    openssl(
+        &dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+    );
+    let (server, address) = https_server(&dir, false);
+    let plain_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let plain = Command::new("python3")
+        .args([
+            "-m",
+            "http.server",
+            &plain_port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+        ])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let plain_address = format!("127.0.0.1:{plain_port}");
+    assert!((0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        std::net::TcpStream::connect(&plain_address).is_ok()
+    }));
+    let _servers = Servers(vec![server, plain], dir.clone());
+    let ca = format!("    tls_config: {{ca_file: '{}'}}\n", dir.join("server.pem").display());
+    let outcome = scrape(&job(&address, &ca)).await;
+    assert!(!outcome.report.up);
+    let error = outcome.report.error.unwrap();
+    assert!(error.contains("itself a CA certificate"), "{error}");
+    let outcome = scrape(&job(&plain_address, "")).await;
+    assert!(!outcome.report.up);
+    let error = outcome.report.error.unwrap();
+    assert!(error.contains("did not answer with TLS"), "{error}");
+}
+
+#[test]
+fn unusable_pem_files_fail_the_config_check_not_the_run() {
+    let dir = std::env::temp_dir().join(format!("epicenter-tls-pem-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    certificates(&dir);
+    let check = |tls: &str| -> Vec<String> {
+        let yaml = format!(
+            "scrape_configs:\n  - job_name: secure\n    scheme: https\n    static_configs: [{{targets: ['127.0.0.1:1']}}]\n    tls_config: {tls}\n"
+        );
+        match Config::from_yaml(&yaml).unwrap().validate() {
+            Ok(_) => Vec::new(),
+            Err(errors) => errors.iter().map(ToString::to_string).collect(),
+        }
+    };
+    let directory = check(&format!("{{ca_file: '{}'}}", dir.display()));
+    assert!(
+        directory
+            .iter()
+            .any(|error| error.starts_with("scrape_configs[0].tls_config") && error.contains("ca_file")),
+        "{directory:?}"
+    );
+    let key_as_ca = check(&format!("{{ca_file: '{}'}}", dir.join("ca.key").display()));
+    assert!(
+        key_as_ca.iter().any(|error| error.contains("no PEM certificate")),
+        "{key_as_ca:?}"
+    );
+    let swapped = check(&format!(
+        "{{cert_file: '{0}', key_file: '{0}'}}",
+        dir.join("client.pem").display()
+    ));
+    assert!(
+        swapped
+            .iter()
+            .any(|error| error.contains("key_file its PEM private key")),
+        "{swapped:?}"
+    );
+    let good = check(&format!(
+        "{{ca_file: '{}', cert_file: '{}', key_file: '{}'}}",
+        dir.join("ca.pem").display(),
+        dir.join("client.pem").display(),
+        dir.join("client.key").display()
+    ));
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(good.is_empty(), "{good:?}");
+}
+
 #[test]
 fn unreadable_or_half_tls_files_are_config_errors_with_their_path() {
     let yaml = "scrape_configs:\n  - job_name: secure\n    scheme: https\n    static_configs: [{targets: ['127.0.0.1:1']}]\n    tls_config: {ca_file: /nonexistent/ca.pem, cert_file: /nonexistent/client.pem}\n";
