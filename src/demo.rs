@@ -16,8 +16,9 @@ use crate::run::{open_store, runtime, serve, Store, EXIT_CONFIG};
 /// Arguments of `epicenter demo`.
 #[derive(Args, Debug)]
 pub(crate) struct DemoArgs {
-    /// A shipped scenario (redis-node-loss, redis-slow-node, backend-cold-start, healthy) or
-    /// a scenario file (docs/scenarios.md).
+    /// A shipped scenario (redis-node-loss, redis-slow-node, backend-cold-start,
+    /// db-pool-exhaustion, api-retry-storm, dc-network-degradation, healthy) or a scenario
+    /// file (docs/scenarios.md).
     #[arg(long, default_value = "redis-node-loss", value_name = "NAME|FILE")]
     scenario: String,
 
@@ -148,7 +149,7 @@ fn collector_config(
         "global:\n  scrape_interval: {interval_ms}ms\n  scrape_timeout: {timeout_ms}ms\n  external_labels: {{scenario: {}}}\nscrape_configs:\n",
         scenario.name
     );
-    for service in ["api", "backend", "redis"] {
+    for service in ["api", "backend", "redis", "db"] {
         yaml.push_str(&format!("  - job_name: {service}\n    static_configs:\n"));
         for target in served.iter().filter(|target| target.instance.service.name() == service) {
             yaml.push_str(&format!(

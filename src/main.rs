@@ -3,6 +3,7 @@
 
 mod check;
 mod demo;
+mod fleet;
 mod run;
 mod server;
 mod sql;
@@ -52,6 +53,15 @@ enum Command {
     #[command(verbatim_doc_comment)]
     Demo(demo::DemoArgs),
 
+    /// Serve a simulated fleet's exporters on 127.0.0.1 until Ctrl-C, for any scraper.
+    ///
+    /// Example (then point Prometheus or `epicenter run` at the file with file_sd_configs):
+    ///   epicenter fleet --scenario redis-node-loss --speed 1 --targets-file fleet.json
+    /// The samples carry the simulated time: at a speed above 1 it runs ahead of the wall
+    /// clock, which Prometheus refuses beyond about 10 minutes; use --speed 1 there.
+    #[command(verbatim_doc_comment)]
+    Fleet(fleet::FleetArgs),
+
     /// Query the store (ClickHouse SQL) and print the result.
     ///
     /// Examples:
@@ -75,6 +85,7 @@ fn main() -> ExitCode {
         Command::Check(command) => check::run(command),
         Command::Run(args) => run::run(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::Fleet(args) => fleet::run(&args),
         Command::Sql(args) => sql::run(&args),
     }
 }

@@ -273,3 +273,232 @@ fn a_slow_node_fills_the_pools_towards_it_only() {
         }
     }
 }
+
+/// `epicenter fleet` serves every instance and writes a file_sd file naming them; what it
+/// serves passes `epicenter check metrics --strict`; Ctrl-C (SIGINT) stops it cleanly.
+#[test]
+fn fleet_serves_targets_listed_in_a_file_sd_file() {
+    let dir = std::env::temp_dir().join(format!("epicenter-fleet-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let targets = dir.join("targets.json");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["fleet", "--scenario", "redis-node-loss", "--targets-file"])
+        .arg(&targets)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let written = (0..200).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::fs::read_to_string(&targets).is_ok_and(|text| text.trim_end().ends_with(']'))
+    });
+    assert!(written, "no targets file");
+    let groups: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&targets).unwrap()).unwrap();
+    assert_eq!(groups.len(), 6 + 12 + 6 + 3);
+    let redis = groups
+        .iter()
+        .find(|group| group["labels"]["pod"] == "redis-2-1")
+        .unwrap();
+    assert_eq!(redis["labels"]["host"], "dc-2-host-3");
+    assert_eq!(redis["labels"]["dc"], "dc-2");
+    for group in &groups {
+        let address = group["targets"][0].as_str().unwrap();
+        let mut stream = std::net::TcpStream::connect(address).unwrap();
+        use std::io::{Read, Write};
+        write!(
+            stream,
+            "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+        let body = response.split_once("\r\n\r\n").unwrap().1.to_string();
+        let mut check = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+            .args(["check", "metrics", "--strict"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The body may be chunked; check the dechunked text when it is.
+        let text = if response.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+            let mut out = String::new();
+            let mut rest = body.as_str();
+            while let Some((size, tail)) = rest.split_once("\r\n") {
+                let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+                if size == 0 {
+                    break;
+                }
+                out.push_str(&tail[..size]);
+                rest = &tail[size + 2..];
+            }
+            out
+        } else {
+            body
+        };
+        check.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let output = check.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}: {}",
+            group["labels"]["pod"],
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = child.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(exit.success(), "{exit:?}");
+}
+
+/// Per group, the increase of a counter between `from` and `to` (ms since the epoch), summed
+/// over the group's series: `key` is an SQL expression naming the group.
+fn increase(config: &Path, metric: &str, key: &str, from: i64, to: i64) -> BTreeMap<String, f64> {
+    let rows = sql(
+        config,
+        &format!(
+            "SELECT k, sum(at_to - at_from) FROM (
+                SELECT {key} AS k, series_id,
+                       argMaxIf(value, time, time <= fromUnixTimestamp64Milli({to})) AS at_to,
+                       argMaxIf(value, time, time <= fromUnixTimestamp64Milli({from})) AS at_from
+                FROM samples WHERE metric = '{metric}' GROUP BY k, series_id)
+             GROUP BY k ORDER BY k"
+        ),
+    );
+    rows.into_iter()
+        .map(|row| (row[0].clone(), row[1].parse().unwrap()))
+        .collect()
+}
+
+/// Per group, the mean of a gauge between `from` and `to`.
+fn mean(config: &Path, metric: &str, key: &str, from: i64, to: i64) -> BTreeMap<String, f64> {
+    let rows = sql(
+        config,
+        &format!(
+            "SELECT {key} AS k, avg(value) FROM samples WHERE metric = '{metric}'
+             AND time > fromUnixTimestamp64Milli({from}) AND time <= fromUnixTimestamp64Milli({to})
+             GROUP BY k ORDER BY k"
+        ),
+    );
+    rows.into_iter()
+        .map(|row| (row[0].clone(), row[1].parse().unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_slow_database_exhausts_only_its_datacenters_pools() {
+    if !library_available() {
+        return;
+    }
+    let run = demo("db-pool-exhaustion");
+    let onset = onset_ms(&run.config);
+    let before = mean(
+        &run.config,
+        "hikaricp_connections_pending",
+        "labels['pool']",
+        onset - 120_000,
+        onset,
+    );
+    let during = mean(
+        &run.config,
+        "hikaricp_connections_pending",
+        "labels['pool']",
+        onset + 20_000,
+        onset + 240_000,
+    );
+    let timeouts = increase(
+        &run.config,
+        "hikaricp_connections_timeout_total",
+        "labels['pool']",
+        onset,
+        onset + 240_000,
+    );
+    eprintln!("pending before {before:?}, during {during:?}; timeouts {timeouts:?}");
+    assert_eq!(during.len(), 3);
+    for (pool, pending) in &during {
+        if pool == "db-2-1" {
+            assert!(
+                *pending > 5.0 && before[pool] < 1.0,
+                "{pool}: {} -> {pending}",
+                before[pool]
+            );
+            assert!(timeouts[pool] > 100.0, "{pool}: {} timeouts", timeouts[pool]);
+        } else {
+            assert!(*pending < 1.0, "{pool}: {pending}");
+            assert_eq!(timeouts[pool], 0.0, "{pool}");
+        }
+    }
+}
+
+#[test]
+fn a_retry_storm_multiplies_one_datacenters_api_traffic() {
+    if !library_available() {
+        return;
+    }
+    let run = demo("api-retry-storm");
+    let onset = onset_ms(&run.config);
+    let window = 120_000;
+    let before = increase(&run.config, "http_requests_total", "dc", onset - window, onset);
+    let during = increase(
+        &run.config,
+        "http_requests_total",
+        "dc",
+        onset + 30_000,
+        onset + 30_000 + window,
+    );
+    let throttled = increase(
+        &run.config,
+        "http_requests_total",
+        "concat(dc, '/', labels['code'])",
+        onset,
+        onset + 30_000 + window,
+    );
+    eprintln!("requests before {before:?}, during {during:?}");
+    assert!(
+        during["dc-1"] > 4.0 * before["dc-1"],
+        "dc-1: {} -> {}",
+        before["dc-1"],
+        during["dc-1"]
+    );
+    for dc in ["dc-2", "dc-3"] {
+        let ratio = during[dc] / before[dc];
+        assert!((0.7..1.3).contains(&ratio), "{dc}: x{ratio:.2}");
+        assert_eq!(throttled[&format!("{dc}/429")], 0.0, "{dc}");
+    }
+    assert!(throttled["dc-1/429"] > 0.0, "{throttled:?}");
+}
+
+#[test]
+fn a_degraded_datacenter_slows_every_call_that_touches_it() {
+    if !library_available() {
+        return;
+    }
+    let run = demo("dc-network-degradation");
+    let onset = onset_ms(&run.config);
+    // Mean Redis command time per (caller's dc → node's dc), before and during.
+    let key = "concat(dc, '>', extract(labels['remote'], 'redis-([0-9]+)-'))";
+    let mean_time = |from: i64, to: i64| -> BTreeMap<String, f64> {
+        let sums = increase(&run.config, "lettuce_command_completion_seconds_sum", key, from, to);
+        let counts = increase(&run.config, "lettuce_command_completion_seconds_count", key, from, to);
+        sums.iter()
+            .map(|(edge, sum)| (edge.clone(), sum / counts[edge]))
+            .collect()
+    };
+    let before = mean_time(onset - 120_000, onset);
+    let during = mean_time(onset + 20_000, onset + 200_000);
+    assert_eq!(during.len(), 9, "{during:?}");
+    for (edge, seconds) in &during {
+        let (caller, node) = edge.split_once('>').unwrap();
+        let touches = caller == "dc-3" || node == "3";
+        let added = seconds - before[edge];
+        if touches {
+            assert!((0.025..0.035).contains(&added), "{edge}: +{added:.4} s");
+        } else {
+            assert!(added.abs() < 0.001, "{edge}: +{added:.4} s");
+        }
+    }
+}

@@ -246,13 +246,16 @@ pub(crate) fn render(fleet: &Fleet, index: usize) -> String {
                 out.sample("lettuce_command_completion_seconds_max", &labels, pool.commands.2);
             }
             let db_pool = shape.db_pool_size as f64;
-            let db_active = view.db_active.round();
-            let hikari = [("pool", "HikariPool-1")];
+            let db = &view.db_pool;
+            let db_active = db.active.round();
+            // HikariCP's poolName is set to the database the pool connects to.
+            let pool_name = format!("db-{}-1", instance.dc.trim_start_matches("dc-"));
+            let hikari = [("pool", pool_name.as_str())];
             for (name, help, value) in [
                 ("hikaricp_connections", "Total connections", db_pool),
                 ("hikaricp_connections_active", "Active connections", db_active),
                 ("hikaricp_connections_idle", "Idle connections", db_pool - db_active),
-                ("hikaricp_connections_pending", "Pending threads", 0.0),
+                ("hikaricp_connections_pending", "Pending threads", db.waiters.round()),
                 ("hikaricp_connections_max", "Max connections", db_pool),
                 ("hikaricp_connections_min", "Min connections", db_pool),
             ] {
@@ -264,7 +267,7 @@ pub(crate) fn render(fleet: &Fleet, index: usize) -> String {
                 "counter",
                 "Connection timeout total count",
             );
-            out.sample("hikaricp_connections_timeout_total", &hikari, 0.0);
+            out.sample("hikaricp_connections_timeout_total", &hikari, view.db_timeouts.floor());
             out.family(
                 "hikaricp_connections_acquire_seconds",
                 "summary",
@@ -273,15 +276,19 @@ pub(crate) fn render(fleet: &Fleet, index: usize) -> String {
             out.sample(
                 "hikaricp_connections_acquire_seconds_count",
                 &hikari,
-                view.db_acquire.0.floor(),
+                db.commands.0.floor(),
             );
-            out.sample("hikaricp_connections_acquire_seconds_sum", &hikari, view.db_acquire.1);
+            out.sample("hikaricp_connections_acquire_seconds_sum", &hikari, db.commands.1);
             out.family(
                 "hikaricp_connections_acquire_seconds_max",
                 "gauge",
                 "Connection acquire time",
             );
-            out.sample("hikaricp_connections_acquire_seconds_max", &hikari, 0.0002);
+            out.sample(
+                "hikaricp_connections_acquire_seconds_max",
+                &hikari,
+                db.max_wait.max(0.000_2),
+            );
             let gc = [
                 ("action", "end of minor GC"),
                 ("cause", "G1 Evacuation Pause"),
@@ -440,6 +447,25 @@ pub(crate) fn render(fleet: &Fleet, index: usize) -> String {
                 "redis_commands_duration_seconds_total",
                 &[("cmd", "get")],
                 view.command_seconds,
+            );
+        }
+        (Service::Db, State::Db(db)) => {
+            let (active, commits) = db.figures();
+            out.family("pg_up", "gauge", "Whether the last scrape of metrics from PostgreSQL was able to connect to the server (1 for yes, 0 for no).");
+            out.sample("pg_up", &[], 1.0);
+            out.family("pg_stat_activity_count", "gauge", "number of connections in this state");
+            for (state, value) in [("active", active.round()), ("idle", (30.0 - active.round()).max(0.0))] {
+                out.sample("pg_stat_activity_count", &[("datname", "app"), ("state", state)], value);
+            }
+            out.family(
+                "pg_stat_database_xact_commit",
+                "counter",
+                "Number of transactions in this database that have been committed",
+            );
+            out.sample(
+                "pg_stat_database_xact_commit",
+                &[("datid", "16384"), ("datname", "app")],
+                commits.floor(),
             );
         }
         _ => {}

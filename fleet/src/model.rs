@@ -41,6 +41,8 @@ const REDIS_SERVICE_SECONDS: f64 = 0.0004;
 const NETWORK_SECONDS: f64 = 0.0005;
 /// Backend's own work per request on a warm JVM, seconds.
 const BACKEND_WORK_SECONDS: f64 = 0.012;
+/// HikariCP `connectionTimeout` as the backend sets it, seconds.
+const DB_CONNECTION_TIMEOUT_SECONDS: f64 = 1.0;
 /// Fraction of pooled connections the evictor replaces per second (baseline churn).
 const EVICTION_PER_SECOND: f64 = 0.002;
 
@@ -53,6 +55,8 @@ pub enum Service {
     Backend,
     /// Redis node.
     Redis,
+    /// Database (one per datacenter), behind the backend's HikariCP pool.
+    Db,
 }
 
 impl Service {
@@ -62,6 +66,7 @@ impl Service {
             Service::Api => "api",
             Service::Backend => "backend",
             Service::Redis => "redis",
+            Service::Db => "db",
         }
     }
 }
@@ -118,9 +123,8 @@ pub(crate) struct Backend {
     gc_count: f64,
     gc_sum: f64,
     gc_max: f64,
-    db_active: f64,
-    db_acquire_count: f64,
-    db_acquire_sum: f64,
+    db_pool: Pool,
+    db_timeouts: f64,
 }
 
 /// State of an API instance.
@@ -134,6 +138,18 @@ pub(crate) struct Api {
     latency_sum: f64,
     latency_count: f64,
     buckets: Vec<f64>,
+    /// Fraction of last second's requests that failed or were throttled (what clients retry).
+    failed_fraction: f64,
+    /// Traffic factor of a retry storm in progress (1 = none).
+    storm: f64,
+}
+
+/// State of a database.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Db {
+    extra_latency: f64,
+    active: f64,
+    commits: f64,
 }
 
 /// State of a Redis node.
@@ -167,6 +183,9 @@ pub struct Fleet {
     api: Vec<(usize, Api)>,
     backend: Vec<(usize, Backend)>,
     redis: Vec<(usize, Redis)>,
+    db: Vec<(usize, Db)>,
+    /// Degraded datacenters: (datacenter number, extra seconds per call, fraction lost).
+    degraded: Vec<(usize, f64, f64)>,
     /// Which nodes the clients' ring holds (their topology view).
     ring_view: Vec<bool>,
     shares: Vec<f64>,
@@ -188,6 +207,7 @@ impl Fleet {
             (Service::Api, shape.api.instances_per_datacenter, 0),
             (Service::Backend, shape.backend.instances_per_datacenter, 1),
             (Service::Redis, shape.redis.nodes_per_datacenter, 2),
+            (Service::Db, 1, 3),
         ] {
             for dc in 1..=shape.datacenters {
                 for number in 1..=per_dc {
@@ -257,10 +277,15 @@ impl Fleet {
                     index,
                     Api {
                         buckets: vec![0.0; API_BUCKETS.len()],
+                        storm: 1.0,
                         ..Api::default()
                     },
                 )
             })
+            .collect();
+        let db = of(Service::Db)
+            .into_iter()
+            .map(|index| (index, Db::default()))
             .collect();
         let ring_view = vec![true; redis_count];
         let names: Vec<String> = of(Service::Redis)
@@ -274,6 +299,8 @@ impl Fleet {
             api,
             backend,
             redis,
+            db,
+            degraded: Vec::new(),
             ring_view,
             shares,
             pending_refresh: None,
@@ -306,7 +333,7 @@ impl Fleet {
             .iter()
             .enumerate()
             .filter(|(_, instance)| {
-                instance.service.name() == service
+                (service == "network" || instance.service.name() == service)
                     && fault.select.dc.as_ref().is_none_or(|dc| &instance.dc == dc)
                     && fault.select.host.as_ref().is_none_or(|host| &instance.host == host)
                     && fault.select.instance.as_ref().is_none_or(|name| &instance.name == name)
@@ -348,12 +375,21 @@ impl Fleet {
         for slot in 0..self.api.len() {
             let index = self.api[slot].0;
             let dc = dc_number(&self.instances[index].dc);
-            let error = dc_error[dc] / dc_backends[dc].max(1.0);
-            let latency = dc_latency[dc] / dc_backends[dc].max(1.0) + 0.002;
+            let (edge_latency, edge_loss) = self.degradation(dc, dc);
+            let error = (dc_error[dc] / dc_backends[dc].max(1.0) + edge_loss).min(1.0);
+            let latency = dc_latency[dc] / dc_backends[dc].max(1.0) + 0.002 + edge_latency;
             let noise = 1.0 + 0.03 * self.normal();
             let base = fleet_rate / api_count * noise;
-            // Mobile clients retry failed requests up to twice.
-            let offered = base * (1.0 + retry * error + (retry * error).powi(2));
+            let storm = self.api[slot].1.storm;
+            let failed_before = self.api[slot].1.failed_fraction;
+            // Mobile clients retry failed requests up to twice; during a retry storm they
+            // retry everything, throttling included, up to five times without backoff.
+            let offered = if storm > 1.0 {
+                let f = failed_before.clamp(0.0, 0.95);
+                base * storm * (0..=5).map(|k| f.powi(k)).sum::<f64>()
+            } else {
+                base * (1.0 + retry * error + (retry * error).powi(2))
+            };
             let workers = shape.api.workers as f64;
             let busy = offered * latency;
             let throttled = if busy > workers {
@@ -363,6 +399,11 @@ impl Fleet {
             };
             let passed = offered - throttled;
             let api = &mut self.api[slot].1;
+            api.failed_fraction = if offered > 0.0 {
+                (throttled + passed * error) / offered
+            } else {
+                0.0
+            };
             api.rate = offered;
             api.busy = busy.min(workers);
             api.ok += passed * (1.0 - error);
@@ -387,9 +428,23 @@ impl Fleet {
         let mut node_commands = vec![0.0; self.redis.len()];
         let mut node_created = vec![0.0; self.redis.len()];
         let mut node_connected = vec![0.0; self.redis.len()];
+        let node_dcs: Vec<usize> = self
+            .redis
+            .iter()
+            .map(|(index, _)| dc_number(&self.instances[*index].dc))
+            .collect();
+        let db_by_dc: Vec<(usize, f64)> = self
+            .db
+            .iter()
+            .map(|(index, db)| (dc_number(&self.instances[*index].dc), db.extra_latency))
+            .collect();
+        let mut db_active = vec![0.0; self.db.len()];
+        let mut db_commits = vec![0.0; self.db.len()];
         for slot in 0..self.backend.len() {
             let index = self.backend[slot].0;
             let dc = dc_number(&self.instances[index].dc);
+            let edges: Vec<(f64, f64)> = node_dcs.iter().map(|&node_dc| self.degradation(dc, node_dc)).collect();
+            let (db_edge_latency, db_edge_loss) = self.degradation(dc, dc);
             let noise = 1.0 + 0.03 * self.normal();
             let gc_draw = self.rng.random::<f64>();
             let rate = dc_offered[dc] / dc_backends[dc].max(1.0) * noise;
@@ -421,20 +476,13 @@ impl Fleet {
                     pool.waiters = 0.0;
                     continue;
                 }
+                let (edge_latency, edge_loss) = edges[node];
                 let hold = if alive {
-                    REDIS_SERVICE_SECONDS + extra + NETWORK_SECONDS
+                    REDIS_SERVICE_SECONDS + extra + NETWORK_SECONDS + edge_latency
                 } else {
                     COMMAND_TIMEOUT_SECONDS
                 };
-                let offered = rate_node * hold;
-                let utilisation = offered / pool_size;
-                let (wait, borrow_fail) = if utilisation < 0.98 {
-                    let exponent = (2.0 * (pool_size + 1.0)).sqrt() - 1.0;
-                    let wait = hold * utilisation.powf(exponent) / (pool_size * (1.0 - utilisation));
-                    (wait.min(MAX_WAIT_SECONDS), 0.0)
-                } else {
-                    (MAX_WAIT_SECONDS, (1.0 - pool_size / offered).max(0.0))
-                };
+                let (wait, borrow_fail) = pool_wait(rate_node * hold, pool_size, hold, MAX_WAIT_SECONDS);
                 let served = rate_node * (1.0 - borrow_fail);
                 pool.active = (served * hold).min(pool_size);
                 pool.waiters = (rate_node * wait).min(threads);
@@ -447,13 +495,40 @@ impl Fleet {
                 if alive {
                     node_commands[node] += served;
                 }
-                let fail = if alive { borrow_fail } else { 1.0 };
+                let fail = if alive { (borrow_fail + edge_loss).min(1.0) } else { 1.0 };
                 fail_share += share * fail;
                 redis_time += share * (hold + wait);
             }
-            let error = 1.0 - (-commands * fail_share).exp();
+            // HikariCP towards the datacenter's database: the same pool arithmetic.
+            let db_slot = db_by_dc.iter().position(|(db_dc, _)| *db_dc == dc);
+            let db_extra = db_slot.map_or(0.0, |at| db_by_dc[at].1);
+            let queries = rate * shape.db.queries_per_request;
+            let query_hold = shape.db.query_seconds + db_extra + db_edge_latency;
+            let db_pool_size = shape.backend.db_pool_size as f64;
+            let (db_wait, db_fail) = pool_wait(
+                queries * query_hold,
+                db_pool_size,
+                query_hold,
+                DB_CONNECTION_TIMEOUT_SECONDS,
+            );
+            let db_served = queries * (1.0 - db_fail);
+            let pool = &mut backend.db_pool;
+            pool.active = (db_served * query_hold).min(db_pool_size);
+            pool.waiters = (queries * db_wait).min(threads);
+            pool.mean_wait = db_wait;
+            pool.max_wait = (db_wait * 2.0).min(DB_CONNECTION_TIMEOUT_SECONDS);
+            pool.command_count += queries;
+            pool.command_sum += queries * db_wait;
+            pool.borrowed += db_served;
+            backend.db_timeouts += queries * db_fail;
+            if let Some(at) = db_slot {
+                db_active[at] += pool.active;
+                db_commits[at] += db_served;
+            }
+            let db_fail_share = (db_fail + db_edge_loss).min(1.0);
+            let error = 1.0 - (-commands * fail_share - shape.db.queries_per_request * db_fail_share).exp();
             let work = BACKEND_WORK_SECONDS * (1.0 + 12.0 * warm);
-            let latency = work + commands * redis_time + 0.003;
+            let latency = work + commands * redis_time + shape.db.queries_per_request * (query_hold + db_wait) + 0.001;
             let concurrency = rate * latency;
             let rejected = if concurrency > threads {
                 1.0 - threads / concurrency
@@ -487,11 +562,10 @@ impl Fleet {
             backend.gc_count += pause_rate;
             backend.gc_sum += pause_rate * pause;
             backend.gc_max = pause * 1.5;
-            // HikariCP: a few database queries per ten requests, 4 ms each.
-            let queries = rate * 0.3;
-            backend.db_active = (queries * 0.004).min(shape.backend.db_pool_size as f64);
-            backend.db_acquire_count += queries;
-            backend.db_acquire_sum += queries * 0.000_05;
+        }
+        for (at, (_, db)) in self.db.iter_mut().enumerate() {
+            db.active = db_active[at];
+            db.commits += db_commits[at];
         }
         for (node, (_, redis)) in self.redis.iter_mut().enumerate() {
             redis.received += node_created[node];
@@ -503,6 +577,17 @@ impl Fleet {
                 redis.connected = 0.0;
             }
         }
+    }
+
+    /// Extra seconds and loss fraction on a call from datacenter `from` to `to` while a
+    /// degradation touches either end.
+    fn degradation(&self, from: usize, to: usize) -> (f64, f64) {
+        self.degraded
+            .iter()
+            .filter(|(dc, _, _)| *dc == from || *dc == to)
+            .fold((0.0, 0.0), |(latency, loss), (_, extra, lost)| {
+                (latency + extra, (loss + lost).min(1.0))
+            })
     }
 
     fn normal(&mut self) -> f64 {
@@ -523,8 +608,37 @@ impl Fleet {
             if !starting && !ending {
                 continue;
             }
+            if fault.kind == FaultKind::DcDegradation {
+                let dc = fault.select.dc.as_deref().map_or(0, dc_number);
+                if starting {
+                    self.degraded
+                        .push((dc, fault.latency_seconds.unwrap_or(0.03), fault.loss.unwrap_or(0.02)));
+                } else {
+                    self.degraded.retain(|(degraded, _, _)| *degraded != dc);
+                }
+                continue;
+            }
             for index in self.select(fault) {
                 match fault.kind {
+                    FaultKind::DcDegradation => {}
+                    FaultKind::SlowDatabase => {
+                        if let Some((_, db)) = self.db.iter_mut().find(|(at, _)| *at == index) {
+                            db.extra_latency = if starting {
+                                fault.latency_seconds.unwrap_or(0.5)
+                            } else {
+                                0.0
+                            };
+                        }
+                    }
+                    FaultKind::RetryStorm => {
+                        if let Some((_, api)) = self.api.iter_mut().find(|(at, _)| *at == index) {
+                            api.storm = if starting {
+                                fault.factor.unwrap_or(4.0).max(1.0)
+                            } else {
+                                1.0
+                            };
+                        }
+                    }
                     FaultKind::NodeLoss => {
                         if let Some((_, redis)) = self.redis.iter_mut().find(|(at, _)| *at == index) {
                             redis.alive = ending;
@@ -628,6 +742,9 @@ impl Fleet {
         if let Some((_, backend)) = self.backend.iter().find(|(at, _)| *at == index) {
             return State::Backend(backend);
         }
+        if let Some((_, db)) = self.db.iter().find(|(at, _)| *at == index) {
+            return State::Db(db);
+        }
         match self.redis.iter().find(|(at, _)| *at == index) {
             Some((_, redis)) => State::Redis(redis),
             None => State::Missing,
@@ -687,6 +804,7 @@ pub(crate) enum State<'a> {
     Api(&'a Api),
     Backend(&'a Backend),
     Redis(&'a Redis),
+    Db(&'a Db),
     Missing,
 }
 
@@ -713,8 +831,8 @@ pub(crate) struct BackendView<'a> {
     pub(crate) ok: (f64, f64, &'a [f64]),
     pub(crate) errors: (f64, f64, &'a [f64]),
     pub(crate) gc: (f64, f64, f64),
-    pub(crate) db_active: f64,
-    pub(crate) db_acquire: (f64, f64),
+    pub(crate) db_pool: PoolView,
+    pub(crate) db_timeouts: f64,
     pub(crate) pools: Vec<PoolView>,
 }
 
@@ -740,24 +858,33 @@ impl Backend {
             ok: (self.ok_count, self.ok_sum, &self.ok_buckets),
             errors: (self.error_count, self.error_sum, &self.error_buckets),
             gc: (self.gc_count, self.gc_sum, self.gc_max),
-            db_active: self.db_active,
-            db_acquire: (self.db_acquire_count, self.db_acquire_sum),
-            pools: self
-                .pools
-                .iter()
-                .map(|pool| PoolView {
-                    open: pool.open + pool.old_idle,
-                    active: pool.active,
-                    waiters: pool.waiters,
-                    mean_wait: pool.mean_wait,
-                    max_wait: pool.max_wait,
-                    created: pool.created,
-                    destroyed: pool.destroyed,
-                    borrowed: pool.borrowed,
-                    commands: (pool.command_count, pool.command_sum, pool.command_max),
-                })
-                .collect(),
+            db_pool: PoolView::of(&self.db_pool),
+            db_timeouts: self.db_timeouts,
+            pools: self.pools.iter().map(PoolView::of).collect(),
         }
+    }
+}
+
+impl PoolView {
+    fn of(pool: &Pool) -> PoolView {
+        PoolView {
+            open: pool.open + pool.old_idle,
+            active: pool.active,
+            waiters: pool.waiters,
+            mean_wait: pool.mean_wait,
+            max_wait: pool.max_wait,
+            created: pool.created,
+            destroyed: pool.destroyed,
+            borrowed: pool.borrowed,
+            commands: (pool.command_count, pool.command_sum, pool.command_max),
+        }
+    }
+}
+
+impl Db {
+    /// Connections in use and transactions committed (a counter).
+    pub(crate) fn figures(&self) -> (f64, f64) {
+        (self.active, self.commits)
     }
 }
 
@@ -781,6 +908,20 @@ impl Redis {
             commands: self.commands,
             command_seconds: self.command_seconds,
         }
+    }
+}
+
+/// Wait for a pooled connection and the fraction of borrowers that give up, for `offered`
+/// concurrency (arrival rate × hold time) on `size` connections: Sakasegawa's M/M/c
+/// approximation below saturation, `timeout` and the excess failing above it.
+fn pool_wait(offered: f64, size: f64, hold: f64, timeout: f64) -> (f64, f64) {
+    let utilisation = offered / size;
+    if utilisation < 0.98 {
+        let exponent = (2.0 * (size + 1.0)).sqrt() - 1.0;
+        let wait = hold * utilisation.powf(exponent) / (size * (1.0 - utilisation));
+        (wait.min(timeout), 0.0)
+    } else {
+        (timeout, (1.0 - size / offered).max(0.0))
     }
 }
 

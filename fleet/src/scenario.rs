@@ -77,6 +77,9 @@ pub struct FleetShape {
     /// The Redis nodes the backend shards over.
     #[serde(default)]
     pub redis: RedisShape,
+    /// The databases (one per datacenter; the backend uses its own datacenter's).
+    #[serde(default)]
+    pub db: DbShape,
 }
 
 impl Default for FleetShape {
@@ -87,8 +90,37 @@ impl Default for FleetShape {
             api: ApiShape::default(),
             backend: BackendShape::default(),
             redis: RedisShape::default(),
+            db: DbShape::default(),
         }
     }
+}
+
+/// The databases behind the backend's HikariCP pools.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DbShape {
+    /// Queries per backend request. Default 0.3.
+    #[serde(default = "default_queries")]
+    pub queries_per_request: f64,
+    /// Query time on a healthy database, seconds. Default 0.004.
+    #[serde(default = "default_query_seconds")]
+    pub query_seconds: f64,
+}
+
+impl Default for DbShape {
+    fn default() -> Self {
+        DbShape {
+            queries_per_request: default_queries(),
+            query_seconds: default_query_seconds(),
+        }
+    }
+}
+
+fn default_queries() -> f64 {
+    0.3
+}
+fn default_query_seconds() -> f64 {
+    0.004
 }
 
 fn default_datacenters() -> usize {
@@ -226,6 +258,13 @@ pub struct Fault {
     /// `cold_start`: time constant of the JIT warm-up, seconds. Default 90.
     #[serde(default)]
     pub warmup_seconds: Option<f64>,
+    /// `retry_storm`: factor on the selected API instances' client traffic. Default 4.
+    #[serde(default)]
+    pub factor: Option<f64>,
+    /// `dc_degradation`: fraction of calls into or out of the datacenter that fail, 0..1.
+    /// Default 0.02.
+    #[serde(default)]
+    pub loss: Option<f64>,
 }
 
 /// Kinds of fault the simulator can inject.
@@ -239,6 +278,15 @@ pub enum FaultKind {
     /// Backend instances restart cold, as after a deploy (JIT and GC warm up over
     /// `warmup_seconds`).
     ColdStart,
+    /// A database node turns slow (`latency_seconds` per query, default 0.5: a stalled disk
+    /// on its host): the backend's HikariCP pools towards it run out.
+    SlowDatabase,
+    /// Mobile clients of the selected API instances retry without backoff (a bad client
+    /// release): their traffic rises by `factor`, and throttled (429) requests are retried too.
+    RetryStorm,
+    /// Every call into or out of a datacenter is slower (`latency_seconds`, default 0.03)
+    /// and some fail (`loss`): a datacenter-wide network degradation. Selects a datacenter.
+    DcDegradation,
 }
 
 impl FaultKind {
@@ -248,14 +296,21 @@ impl FaultKind {
             FaultKind::NodeLoss => "node_loss",
             FaultKind::SlowNode => "slow_node",
             FaultKind::ColdStart => "cold_start",
+            FaultKind::SlowDatabase => "slow_database",
+            FaultKind::RetryStorm => "retry_storm",
+            FaultKind::DcDegradation => "dc_degradation",
         }
     }
 
-    /// The service kind the fault applies to.
+    /// The service the fault applies to; `network` for a datacenter-wide fault, which
+    /// selects every instance of the datacenter.
     pub fn service(self) -> &'static str {
         match self {
             FaultKind::NodeLoss | FaultKind::SlowNode => "redis",
             FaultKind::ColdStart => "backend",
+            FaultKind::SlowDatabase => "db",
+            FaultKind::RetryStorm => "api",
+            FaultKind::DcDegradation => "network",
         }
     }
 }
@@ -265,7 +320,7 @@ impl FaultKind {
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Selector {
-    /// Service (`api`, `backend`, `redis`); default: the fault kind's service.
+    /// Service (`api`, `backend`, `redis`, `db`); default: the fault kind's service.
     #[serde(default)]
     pub service: Option<String>,
     /// Datacenter name (`dc-2`).
@@ -293,12 +348,21 @@ pub struct ScenarioError {
 }
 
 /// Shipped scenarios, by name: the files under `scenarios/`, built into the binary.
-pub const SHIPPED: [(&str, &str); 4] = [
+pub const SHIPPED: [(&str, &str); 7] = [
     ("redis-node-loss", include_str!("../../scenarios/redis-node-loss.yml")),
     ("redis-slow-node", include_str!("../../scenarios/redis-slow-node.yml")),
     (
         "backend-cold-start",
         include_str!("../../scenarios/backend-cold-start.yml"),
+    ),
+    (
+        "db-pool-exhaustion",
+        include_str!("../../scenarios/db-pool-exhaustion.yml"),
+    ),
+    ("api-retry-storm", include_str!("../../scenarios/api-retry-storm.yml")),
+    (
+        "dc-network-degradation",
+        include_str!("../../scenarios/dc-network-degradation.yml"),
     ),
     ("healthy", include_str!("../../scenarios/healthy.yml")),
 ];
@@ -387,8 +451,14 @@ impl Scenario {
                     format!("{} is not before the end of the run ({})", fault.at, self.duration),
                 );
             }
+            if fault.kind == FaultKind::DcDegradation && fault.select.dc.is_none() {
+                return fail(
+                    &format!("faults[{index}].select.dc"),
+                    "dc_degradation needs the datacenter it degrades".into(),
+                );
+            }
             if let Some(service) = &fault.select.service {
-                if service != fault.kind.service() {
+                if fault.kind != FaultKind::DcDegradation && service != fault.kind.service() {
                     return fail(
                         &format!("faults[{index}].select.service"),
                         format!(
