@@ -149,7 +149,7 @@ fn collector_config(
         "global:\n  scrape_interval: {interval_ms}ms\n  scrape_timeout: {timeout_ms}ms\n  external_labels: {{scenario: {}}}\nscrape_configs:\n",
         scenario.name
     );
-    for service in ["api", "backend", "redis", "db"] {
+    for service in ["api", "backend", "redis", "db", "gateway", "voice", "media"] {
         yaml.push_str(&format!("  - job_name: {service}\n    static_configs:\n"));
         for target in served.iter().filter(|target| target.instance.service.name() == service) {
             yaml.push_str(&format!(
@@ -245,12 +245,14 @@ async fn timeline(
         previous_received = figures.redis_connections_received;
         previous_second = second;
         println!(
-            "[+{second:>5}s] api {:>6.0} req/s | backend errors {:>5.1} % | latency {:>7.3} s | redis pool waiters {:>6.0} | new redis connections {:>7.1}/s",
+            "[+{second:>5}s] api {:>6.0} req/s | backend errors {:>5.1} % | latency {:>6.3} s | waiters redis {:>5.0} db {:>4.0} | new redis conns {:>6.1}/s | mailbox {:>7.0}",
             figures.api_requests_per_second,
             figures.backend_error_fraction * 100.0,
             figures.backend_latency_seconds,
             figures.pool_waiters,
-            new_connections
+            figures.db_pending,
+            new_connections,
+            figures.longest_mailbox
         );
     }
 }
@@ -277,11 +279,29 @@ fn summary(store: &Store, runtime: &tokio::runtime::Runtime, scenario: &Scenario
         println!("\nGround truth (table ground_truth):");
         print!("{}", ask("SELECT scenario, kind, service, dcs, hosts, instances, onset FROM ground_truth ORDER BY onset DESC LIMIT 5"));
     }
-    println!(
-        "\nThe detector is not built yet; explore with `epicenter sql` (add --config if you used --data):\n\
-         \x20 epicenter sql \"SELECT host, max(value) AS waiters FROM samples WHERE metric = 'commons_pool2_num_waiters_threads' AND labels['scenario'] = '{0}' GROUP BY host ORDER BY waiters DESC LIMIT 5\"\n\
-         \x20 epicenter sql \"SELECT instance, toStartOfMinute(time) AS minute, max(value) - min(value) AS new_connections FROM samples WHERE metric = 'redis_connections_received_total' AND labels['scenario'] = '{0}' GROUP BY instance, minute ORDER BY new_connections DESC LIMIT 10\"\n\
-         \x20 epicenter sql \"SELECT labels['pod'] AS pod, max(value) AS gc_pause_max_seconds FROM samples WHERE metric = 'jvm_gc_pause_seconds_max' AND labels['scenario'] = '{0}' GROUP BY pod ORDER BY gc_pause_max_seconds DESC LIMIT 5\"",
-        scenario.name
-    );
+    println!("\nThe detector is not built yet; explore with `epicenter sql` (add --config if you used --data):");
+    let kind = truth.first().map_or("none", |fault| fault.kind.as_str());
+    for query in suggested_queries(kind, &scenario.name) {
+        println!("  epicenter sql \"{query}\"");
+    }
+}
+
+/// Three queries that show the scenario's fault in the stored samples.
+fn suggested_queries(kind: &str, scenario: &str) -> Vec<String> {
+    let this_run = format!("labels['scenario'] = '{}'", scenario.replace('\'', "''"));
+    let specific = match kind {
+        "node_loss" => format!("SELECT labels['pod'] AS node, toStartOfMinute(time) AS minute, max(value) - min(value) AS new_connections FROM samples WHERE metric = 'redis_connections_received_total' AND {this_run} GROUP BY node, minute ORDER BY minute, node"),
+        "slow_node" => format!("SELECT labels['name'] AS redis_node, round(avg(value), 2) AS active_connections FROM samples WHERE metric = 'commons_pool2_num_active_objects' AND {this_run} GROUP BY redis_node ORDER BY active_connections DESC"),
+        "cold_start" => format!("SELECT labels['pod'] AS pod, max(value) AS longest_gc_pause_seconds FROM samples WHERE metric = 'jvm_gc_pause_seconds_max' AND {this_run} GROUP BY pod ORDER BY longest_gc_pause_seconds DESC LIMIT 5"),
+        "slow_database" => format!("SELECT labels['pool'] AS pool, max(value) AS pending_threads FROM samples WHERE metric = 'hikaricp_connections_pending' AND {this_run} GROUP BY pool ORDER BY pending_threads DESC"),
+        "retry_storm" => format!("SELECT dc, labels['code'] AS code, max(value) - min(value) AS requests FROM samples WHERE metric = 'http_requests_total' AND {this_run} GROUP BY dc, code ORDER BY dc, code"),
+        "dc_degradation" => format!("SELECT dc AS caller_dc, labels['remote'] AS remote, round(1000 * (maxIf(value, metric LIKE '%_sum') - minIf(value, metric LIKE '%_sum')) / (maxIf(value, metric LIKE '%_count') - minIf(value, metric LIKE '%_count')), 2) AS mean_command_ms FROM samples WHERE metric IN ('lettuce_command_completion_seconds_sum', 'lettuce_command_completion_seconds_count') AND {this_run} GROUP BY caller_dc, remote ORDER BY mean_command_ms DESC LIMIT 10"),
+        "session_loss" => format!("SELECT labels['pod'] AS pod, toStartOfMinute(time) AS minute, max(value) AS voice_state_sup_mailbox FROM samples WHERE metric = 'erlang_vm_process_message_queue_len' AND labels['registered_name'] = 'voice_state_sup' AND {this_run} GROUP BY pod, minute ORDER BY minute, pod"),
+        _ => format!("SELECT service, count(DISTINCT metric) AS metrics, count() AS samples FROM samples WHERE {this_run} GROUP BY service ORDER BY service"),
+    };
+    vec![
+        specific,
+        format!("SELECT service, dc, host, min(up) AS ever_down, round(max(duration_seconds), 3) AS slowest_scrape_seconds FROM scrapes GROUP BY service, dc, host ORDER BY ever_down, service, host"),
+        "SELECT scenario, kind, dcs, hosts, instances, onset FROM ground_truth ORDER BY onset DESC LIMIT 5".to_string(),
+    ]
 }

@@ -281,19 +281,30 @@ fn fleet_serves_targets_listed_in_a_file_sd_file() {
     let dir = std::env::temp_dir().join(format!("epicenter-fleet-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let targets = dir.join("targets.json");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+    let child = Command::new(env!("CARGO_BIN_EXE_epicenter"))
         .args(["fleet", "--scenario", "redis-node-loss", "--targets-file"])
         .arg(&targets)
         .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    // Killed on the way out if an assertion fails first.
+    struct Guard(std::process::Child);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Guard(child);
     let written = (0..200).any(|_| {
         std::thread::sleep(std::time::Duration::from_millis(50));
         std::fs::read_to_string(&targets).is_ok_and(|text| text.trim_end().ends_with(']'))
     });
     assert!(written, "no targets file");
     let groups: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&targets).unwrap()).unwrap();
-    assert_eq!(groups.len(), 6 + 12 + 6 + 3);
+    // api 6, backend 12, redis 6, db 3, gateway 6, voice 3, media 6.
+    assert_eq!(groups.len(), 42);
     let redis = groups
         .iter()
         .find(|group| group["labels"]["pod"] == "redis-2-1")
@@ -346,11 +357,11 @@ fn fleet_serves_targets_listed_in_a_file_sd_file() {
         );
     }
     let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args(["-INT", &child.0.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
-    let exit = child.wait().unwrap();
+    let exit = child.0.wait().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     assert!(exit.success(), "{exit:?}");
 }
@@ -501,4 +512,61 @@ fn a_degraded_datacenter_slows_every_call_that_touches_it() {
             assert!(added.abs() < 0.001, "{edge}: +{added:.4} s");
         }
     }
+}
+
+#[test]
+fn session_loss_runs_one_supervisors_mailbox_away() {
+    if !library_available() {
+        return;
+    }
+    let run = demo("zone-session-loss");
+    let onset = onset_ms(&run.config);
+    let mailbox = series(
+        &run.config,
+        "erlang_vm_process_message_queue_len",
+        "AND labels['registered_name'] = 'voice_state_sup'",
+    );
+    let registered = series(&run.config, "voice_state_discovery_registered", "");
+    let rpc_before = increase(
+        &run.config,
+        "voice_state_media_rpc_total",
+        "labels['pod']",
+        onset - 120_000,
+        onset,
+    );
+    let rpc_after = increase(
+        &run.config,
+        "voice_state_media_rpc_total",
+        "labels['pod']",
+        onset + 120_000,
+        onset + 240_000,
+    );
+    eprintln!("rpc before {rpc_before:?}, after {rpc_after:?}");
+    for (pod, points) in &mailbox {
+        let before = value_at(points, onset);
+        let later = value_at(points, onset + 180_000);
+        let end = points.last().unwrap().1;
+        if pod == "voice-1-1" {
+            // Runs away: past 100k and still growing to the end of the run.
+            assert!(before < 100.0, "{pod}: {before} before the fault");
+            assert!(later > 100_000.0 && end > later, "{pod}: {later} then {end}");
+            assert_eq!(
+                value_at(&registered[pod], onset + 180_000),
+                0.0,
+                "{pod} still registered"
+            );
+            assert!(
+                rpc_after[pod] < 0.5 * rpc_before[pod],
+                "{pod}: RPCs {} -> {}",
+                rpc_before[pod],
+                rpc_after[pod]
+            );
+        } else {
+            assert!(end < 100.0, "{pod}: mailbox {end}");
+            assert_eq!(value_at(&registered[pod], onset + 180_000), 1.0, "{pod}");
+            let ratio = rpc_after[pod] / rpc_before[pod];
+            assert!((0.8..1.25).contains(&ratio), "{pod}: RPCs x{ratio:.2}");
+        }
+    }
+    assert_eq!(mailbox.len(), 3);
 }

@@ -62,6 +62,45 @@ impl Out {
     }
 }
 
+/// The BEAM runtime's own families, as prometheus.erl 4.11 names them.
+fn beam_vm(out: &mut Out, processes: f64, run_queue: f64, process_bytes: f64, reductions: f64) {
+    out.family(
+        "erlang_vm_process_count",
+        "gauge",
+        "The number of processes currently existing at the local node.",
+    );
+    out.sample("erlang_vm_process_count", &[], processes.round());
+    out.family(
+        "erlang_vm_process_limit",
+        "gauge",
+        "The maximum number of simultaneously existing processes at the local node.",
+    );
+    out.sample("erlang_vm_process_limit", &[], 1_048_576.0);
+    out.family(
+        "erlang_vm_statistics_run_queues_length",
+        "gauge",
+        "The total length of all normal run-queues.",
+    );
+    out.sample("erlang_vm_statistics_run_queues_length", &[], run_queue);
+    out.family(
+        "erlang_vm_statistics_reductions_total",
+        "counter",
+        "Total reduction count.",
+    );
+    out.sample("erlang_vm_statistics_reductions_total", &[], reductions.floor());
+    out.family(
+        "erlang_vm_memory_bytes_total",
+        "gauge",
+        "The total amount of memory currently allocated.",
+    );
+    out.sample(
+        "erlang_vm_memory_bytes_total",
+        &[("kind", "processes")],
+        process_bytes.round(),
+    );
+    out.sample("erlang_vm_memory_bytes_total", &[("kind", "system")], 110_000_000.0);
+}
+
 fn escape(text: &str) -> String {
     text.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
@@ -467,6 +506,114 @@ pub(crate) fn render(fleet: &Fleet, index: usize) -> String {
                 &[("datid", "16384"), ("datname", "app")],
                 commits.floor(),
             );
+        }
+        (Service::Gateway, State::Gateway(gateway)) => {
+            let (sessions, connects, disconnects) = gateway.figures();
+            out.family("gateway_sessions", "gauge", "Client sessions held by this gateway.");
+            out.sample("gateway_sessions", &[], sessions.round());
+            out.family(
+                "gateway_session_connects_total",
+                "counter",
+                "Sessions started on this gateway.",
+            );
+            out.sample("gateway_session_connects_total", &[], connects.floor());
+            out.family(
+                "gateway_session_disconnects_total",
+                "counter",
+                "Sessions ended or dropped on this gateway.",
+            );
+            out.sample("gateway_session_disconnects_total", &[], disconnects.floor());
+            // One Erlang process per session, plus the runtime's own.
+            beam_vm(
+                &mut out,
+                sessions + 600.0,
+                0.0,
+                60_000_000.0 + sessions * 2_800.0,
+                connects * 4_000.0 + fleet.second() as f64 * 3.0e6,
+            );
+        }
+        (Service::Voice, State::Voice(voice)) => {
+            let view = voice.view();
+            out.family(
+                "erlang_vm_process_message_queue_len",
+                "gauge",
+                "Messages waiting in the mailbox of a registered process (epicenter's family; prometheus.erl has none for arbitrary processes).",
+            );
+            for (name, queue) in [
+                ("voice_state_sup", view.queue.round()),
+                ("voice_state_registry", 0.0),
+                ("logger", 0.0),
+            ] {
+                out.sample(
+                    "erlang_vm_process_message_queue_len",
+                    &[("registered_name", name)],
+                    queue,
+                );
+            }
+            out.family(
+                "voice_state_session_starts_total",
+                "counter",
+                "Session starts the supervisor has handled.",
+            );
+            out.sample("voice_state_session_starts_total", &[], view.starts.floor());
+            out.family(
+                "voice_state_messages_processed_total",
+                "counter",
+                "Messages the supervisor has taken from its mailbox.",
+            );
+            out.sample("voice_state_messages_processed_total", &[], view.processed.floor());
+            out.family(
+                "voice_state_media_rpc_total",
+                "counter",
+                "RPCs to media servers, by peer.",
+            );
+            let dc = instance.dc.trim_start_matches("dc-");
+            for (peer, calls) in view.rpc.iter().enumerate() {
+                let name = format!("media-{dc}-{}", peer + 1);
+                out.sample("voice_state_media_rpc_total", &[("peer", &name)], calls.floor());
+            }
+            out.family(
+                "voice_state_discovery_registered",
+                "gauge",
+                "1 while the service-discovery registration is live, 0 once it expired.",
+            );
+            out.sample(
+                "voice_state_discovery_registered",
+                &[],
+                if view.registered { 1.0 } else { 0.0 },
+            );
+            out.family(
+                "voice_state_discovery_heartbeat_wait_seconds",
+                "gauge",
+                "How long the next discovery heartbeat waits in the supervisor's mailbox.",
+            );
+            out.sample("voice_state_discovery_heartbeat_wait_seconds", &[], view.heartbeat_wait);
+            let busy = if view.queue >= 1.0 { 1.0 } else { 0.0 };
+            // Each queued message holds about 200 bytes of process heap.
+            beam_vm(
+                &mut out,
+                1_200.0,
+                busy,
+                80_000_000.0 + view.queue * 200.0,
+                view.reductions,
+            );
+        }
+        (Service::Media, State::Media(media)) => {
+            let (received, calls) = media.figures();
+            out.family(
+                "media_rpc_received_total",
+                "counter",
+                "RPCs received from the voice-state service.",
+            );
+            out.sample("media_rpc_received_total", &[], received.floor());
+            out.family("media_active_calls", "gauge", "Calls in progress.");
+            out.sample("media_active_calls", &[], calls.round());
+            out.family(
+                "process_start_time_seconds",
+                "gauge",
+                "Start time of the process since unix epoch in seconds.",
+            );
+            out.sample("process_start_time_seconds", &[], seconds(0));
         }
         _ => {}
     }

@@ -57,6 +57,12 @@ pub enum Service {
     Redis,
     /// Database (one per datacenter), behind the backend's HikariCP pool.
     Db,
+    /// Session gateway (BEAM): holds client sessions.
+    Gateway,
+    /// Voice-state service (BEAM): one supervisor per datacenter takes every session start.
+    Voice,
+    /// Media server: the voice-state service's RPC peer.
+    Media,
 }
 
 impl Service {
@@ -67,6 +73,9 @@ impl Service {
             Service::Backend => "backend",
             Service::Redis => "redis",
             Service::Db => "db",
+            Service::Gateway => "gateway",
+            Service::Voice => "voice",
+            Service::Media => "media",
         }
     }
 }
@@ -152,6 +161,37 @@ pub(crate) struct Db {
     commits: f64,
 }
 
+/// State of a session gateway.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Gateway {
+    sessions: f64,
+    connects: f64,
+    disconnects: f64,
+    /// Sessions this gateway lost and whose clients have yet to reconnect.
+    pending_reconnects: f64,
+    /// Capacity factor (1 = normal; a scale-down lowers it).
+    capacity: f64,
+}
+
+/// State of the voice-state service of a datacenter (its supervisor's mailbox).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Voice {
+    queue: f64,
+    processed: f64,
+    starts: f64,
+    rpc: Vec<f64>,
+    heartbeat_wait: f64,
+    registered: bool,
+    reductions: f64,
+}
+
+/// State of a media server.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Media {
+    rpc_received: f64,
+    calls: f64,
+}
+
 /// State of a Redis node.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Redis {
@@ -184,6 +224,9 @@ pub struct Fleet {
     backend: Vec<(usize, Backend)>,
     redis: Vec<(usize, Redis)>,
     db: Vec<(usize, Db)>,
+    gateway: Vec<(usize, Gateway)>,
+    voice: Vec<(usize, Voice)>,
+    media: Vec<(usize, Media)>,
     /// Degraded datacenters: (datacenter number, extra seconds per call, fraction lost).
     degraded: Vec<(usize, f64, f64)>,
     /// Which nodes the clients' ring holds (their topology view).
@@ -208,6 +251,9 @@ impl Fleet {
             (Service::Backend, shape.backend.instances_per_datacenter, 1),
             (Service::Redis, shape.redis.nodes_per_datacenter, 2),
             (Service::Db, 1, 3),
+            (Service::Gateway, shape.beam.gateways_per_datacenter, 0),
+            (Service::Voice, 1, 1),
+            (Service::Media, shape.beam.media_per_datacenter, 2),
         ] {
             for dc in 1..=shape.datacenters {
                 for number in 1..=per_dc {
@@ -287,6 +333,38 @@ impl Fleet {
             .into_iter()
             .map(|index| (index, Db::default()))
             .collect();
+        let beam = &shape.beam;
+        let per_gateway = beam.sessions_per_datacenter / beam.gateways_per_datacenter as f64;
+        let gateway = of(Service::Gateway)
+            .into_iter()
+            .map(|index| {
+                (
+                    index,
+                    Gateway {
+                        sessions: per_gateway,
+                        capacity: 1.0,
+                        ..Gateway::default()
+                    },
+                )
+            })
+            .collect();
+        let voice = of(Service::Voice)
+            .into_iter()
+            .map(|index| {
+                (
+                    index,
+                    Voice {
+                        registered: true,
+                        rpc: vec![0.0; beam.media_per_datacenter],
+                        ..Voice::default()
+                    },
+                )
+            })
+            .collect();
+        let media = of(Service::Media)
+            .into_iter()
+            .map(|index| (index, Media::default()))
+            .collect();
         let ring_view = vec![true; redis_count];
         let names: Vec<String> = of(Service::Redis)
             .into_iter()
@@ -300,6 +378,9 @@ impl Fleet {
             backend,
             redis,
             db,
+            gateway,
+            voice,
+            media,
             degraded: Vec::new(),
             ring_view,
             shares,
@@ -327,20 +408,25 @@ impl Fleet {
 
     /// Names of the instances a fault selects (see [`crate::scenario::Selector`]).
     pub fn select(&self, fault: &crate::scenario::Fault) -> Vec<usize> {
-        let service = fault.select.service.as_deref().unwrap_or(fault.kind.service());
+        self.select_by(&fault.select, fault.kind.service())
+    }
+
+    /// Instances `selector` picks, `default_service` unless it names one (`network`: any).
+    pub fn select_by(&self, selector: &crate::scenario::Selector, default_service: &str) -> Vec<usize> {
+        let service = selector.service.as_deref().unwrap_or(default_service);
         let mut picked: Vec<usize> = self
             .instances
             .iter()
             .enumerate()
             .filter(|(_, instance)| {
                 (service == "network" || instance.service.name() == service)
-                    && fault.select.dc.as_ref().is_none_or(|dc| &instance.dc == dc)
-                    && fault.select.host.as_ref().is_none_or(|host| &instance.host == host)
-                    && fault.select.instance.as_ref().is_none_or(|name| &instance.name == name)
+                    && selector.dc.as_ref().is_none_or(|dc| &instance.dc == dc)
+                    && selector.host.as_ref().is_none_or(|host| &instance.host == host)
+                    && selector.instance.as_ref().is_none_or(|name| &instance.name == name)
             })
             .map(|(index, _)| index)
             .collect();
-        if let Some(count) = fault.select.count {
+        if let Some(count) = selector.count {
             picked.truncate(count);
         }
         picked
@@ -567,6 +653,7 @@ impl Fleet {
             db.active = db_active[at];
             db.commits += db_commits[at];
         }
+        self.step_beam(daily);
         for (node, (_, redis)) in self.redis.iter_mut().enumerate() {
             redis.received += node_created[node];
             if redis.alive {
@@ -576,6 +663,83 @@ impl Fleet {
             } else {
                 redis.connected = 0.0;
             }
+        }
+    }
+
+    /// One second of the session path, per datacenter: session starts (churn plus clients
+    /// reconnecting after a loss, 10 % of those waiting per second) put
+    /// `messages_per_start` messages each in the voice-state supervisor's mailbox; the
+    /// supervisor serves one message in `message_seconds + scan_seconds_per_queued × queue`
+    /// (selective receive), so past the point where arrivals exceed that rate the mailbox
+    /// runs away. Each served start makes one RPC to a media server; the discovery heartbeat
+    /// waits its turn in the mailbox and the registration expires past the TTL.
+    fn step_beam(&mut self, daily: f64) {
+        let beam = self.scenario.fleet.beam.clone();
+        let datacenters = self.scenario.fleet.datacenters;
+        let per_gateway = beam.sessions_per_datacenter * daily / beam.gateways_per_datacenter as f64;
+        let mut starts = vec![0.0f64; datacenters + 1];
+        for slot in 0..self.gateway.len() {
+            let index = self.gateway[slot].0;
+            let dc = dc_number(&self.instances[index].dc);
+            let noise = 1.0 + 0.03 * self.normal();
+            let gateway = &mut self.gateway[slot].1;
+            let churn = gateway.sessions * beam.starts_per_session_per_second * noise;
+            let reconnecting = gateway.pending_reconnects * 0.1;
+            gateway.pending_reconnects -= reconnecting;
+            // Sessions drift towards the daily level; reconnects land on this gateway's peers
+            // in the datacenter as much as on itself.
+            gateway.sessions += (per_gateway * gateway.capacity - gateway.sessions) * 0.01;
+            gateway.connects += churn;
+            gateway.disconnects += churn;
+            starts[dc] += churn + reconnecting;
+        }
+        // Reconnecting sessions come back through the datacenter's gateways at full capacity.
+        for (_, gateway) in &mut self.gateway {
+            if gateway.capacity >= 1.0 {
+                gateway.sessions = gateway.sessions.max(0.0);
+            }
+        }
+        let media_count = beam.media_per_datacenter;
+        let mut media_rpc = vec![0.0f64; self.media.len()];
+        for slot in 0..self.voice.len() {
+            let index = self.voice[slot].0;
+            let dc = dc_number(&self.instances[index].dc);
+            let voice = &mut self.voice[slot].1;
+            let arrivals = starts[dc] * beam.messages_per_start + 1.0;
+            // Serve messages one by one within the second, each costing more while the
+            // mailbox is long (integrated in 10 slices).
+            let mut budget = 1.0;
+            let mut served = 0.0;
+            let mut queue = voice.queue + arrivals;
+            for _ in 0..10 {
+                let per_message = beam.message_seconds + beam.scan_seconds_per_queued * queue;
+                let slice = (budget / 10.0_f64.max(1.0)).min(budget);
+                let can = (slice / per_message).min(queue);
+                served += can;
+                queue -= can;
+                budget -= slice;
+            }
+            let _ = budget;
+            voice.queue = queue;
+            voice.processed += served;
+            let started = served / beam.messages_per_start;
+            voice.starts += started;
+            voice.reductions += served * 2_000.0 + 50_000.0;
+            let per_message = beam.message_seconds + beam.scan_seconds_per_queued * queue;
+            voice.heartbeat_wait = queue * per_message;
+            voice.registered = voice.heartbeat_wait <= beam.registration_ttl_seconds;
+            for (peer, rpc) in voice.rpc.iter_mut().enumerate() {
+                *rpc += started / media_count as f64;
+                let media_slot = (dc - 1) * media_count + peer;
+                if let Some(total) = media_rpc.get_mut(media_slot) {
+                    *total += started / media_count as f64;
+                }
+            }
+        }
+        for (slot, (_, media)) in self.media.iter_mut().enumerate() {
+            media.rpc_received += media_rpc[slot];
+            // Calls last about two minutes: the active count follows the RPC rate.
+            media.calls += (media_rpc[slot] * 120.0 - media.calls) * 0.05;
         }
     }
 
@@ -621,6 +785,25 @@ impl Fleet {
             for index in self.select(fault) {
                 match fault.kind {
                     FaultKind::DcDegradation => {}
+                    FaultKind::SessionLoss => {
+                        if !starting {
+                            continue;
+                        }
+                        let fraction = fault.fraction.unwrap_or(0.17);
+                        let selected = self.select(fault).len().max(1) as f64;
+                        let dc_sessions = self.scenario.fleet.beam.sessions_per_datacenter;
+                        if let Some((_, gateway)) = self.gateway.iter_mut().find(|(at, _)| *at == index) {
+                            // The selected gateways together drop `fraction` of the datacenter's
+                            // sessions; their clients reconnect.
+                            let lost = (dc_sessions * fraction / selected).min(gateway.sessions);
+                            gateway.sessions -= lost;
+                            gateway.disconnects += lost;
+                            gateway.pending_reconnects += lost;
+                            gateway.capacity = (gateway.sessions
+                                / (dc_sessions / self.scenario.fleet.beam.gateways_per_datacenter as f64))
+                                .min(1.0);
+                        }
+                    }
                     FaultKind::SlowDatabase => {
                         if let Some((_, db)) = self.db.iter_mut().find(|(at, _)| *at == index) {
                             db.extra_latency = if starting {
@@ -662,35 +845,58 @@ impl Fleet {
                         if !starting {
                             continue;
                         }
-                        let pool_size = self.scenario.fleet.backend.redis_pool_size as f64;
-                        let alive: Vec<bool> = self.redis.iter().map(|(_, redis)| redis.alive).collect();
-                        if let Some((_, backend)) = self.backend.iter_mut().find(|(at, _)| *at == index) {
-                            // A restart: counters from zero, new pools, cold code.
-                            let warmup = fault.warmup_seconds.unwrap_or(90.0);
-                            *backend = Backend {
-                                started_at: now,
-                                warmup_seconds: warmup,
-                                ok_buckets: vec![0.0; BACKEND_BUCKETS.len()],
-                                error_buckets: vec![0.0; BACKEND_BUCKETS.len()],
-                                sigma: 0.8,
-                                pools: alive
-                                    .iter()
-                                    .map(|&up| Pool {
-                                        open: if up { pool_size } else { 0.0 },
-                                        created: if up { pool_size } else { 0.0 },
-                                        ..Pool::default()
-                                    })
-                                    .collect(),
-                                ..Backend::default()
-                            };
-                            for ((_, redis), up) in self.redis.iter_mut().zip(alive) {
-                                if up {
-                                    redis.received += pool_size;
-                                }
-                            }
-                        }
+                        self.restart_backend(index, now, fault.warmup_seconds.unwrap_or(90.0));
                     }
                 }
+            }
+        }
+        self.apply_operations(now);
+    }
+
+    /// Rolling deploys whose time has come: each selected backend instance restarts in turn,
+    /// `stagger` apart, warming up over `warmup_seconds` (short: pre-warmed).
+    fn apply_operations(&mut self, now: u64) {
+        let operations = self.scenario.operations.clone();
+        for operation in &operations {
+            let start = operation.at.0.as_secs().max(1);
+            let stagger = operation.stagger.map_or(30, |stagger| stagger.0.as_secs().max(1));
+            let selected = self.select_by(&operation.select, "backend");
+            for (turn, index) in selected.into_iter().enumerate() {
+                if now == start + turn as u64 * stagger {
+                    self.restart_backend(index, now, operation.warmup_seconds.unwrap_or(5.0));
+                }
+            }
+        }
+    }
+
+    /// Restarts backend instance `index` at `now`: counters from zero (a counter reset), a new
+    /// start time, new pools towards every live Redis node, and code that warms up with time
+    /// constant `warmup` seconds.
+    fn restart_backend(&mut self, index: usize, now: u64, warmup: f64) {
+        let pool_size = self.scenario.fleet.backend.redis_pool_size as f64;
+        let alive: Vec<bool> = self.redis.iter().map(|(_, redis)| redis.alive).collect();
+        let Some((_, backend)) = self.backend.iter_mut().find(|(at, _)| *at == index) else {
+            return;
+        };
+        *backend = Backend {
+            started_at: now,
+            warmup_seconds: warmup,
+            ok_buckets: vec![0.0; BACKEND_BUCKETS.len()],
+            error_buckets: vec![0.0; BACKEND_BUCKETS.len()],
+            sigma: 0.8,
+            pools: alive
+                .iter()
+                .map(|&up| Pool {
+                    open: if up { pool_size } else { 0.0 },
+                    created: if up { pool_size } else { 0.0 },
+                    ..Pool::default()
+                })
+                .collect(),
+            ..Backend::default()
+        };
+        for ((_, redis), up) in self.redis.iter_mut().zip(alive) {
+            if up {
+                redis.received += pool_size;
             }
         }
     }
@@ -745,6 +951,15 @@ impl Fleet {
         if let Some((_, db)) = self.db.iter().find(|(at, _)| *at == index) {
             return State::Db(db);
         }
+        if let Some((_, gateway)) = self.gateway.iter().find(|(at, _)| *at == index) {
+            return State::Gateway(gateway);
+        }
+        if let Some((_, voice)) = self.voice.iter().find(|(at, _)| *at == index) {
+            return State::Voice(voice);
+        }
+        if let Some((_, media)) = self.media.iter().find(|(at, _)| *at == index) {
+            return State::Media(media);
+        }
         match self.redis.iter().find(|(at, _)| *at == index) {
             Some((_, redis)) => State::Redis(redis),
             None => State::Missing,
@@ -780,6 +995,8 @@ impl Fleet {
                 .flat_map(|(_, b)| b.pools.iter().map(|pool| pool.waiters))
                 .sum(),
             api_requests_per_second: self.api.iter().map(|(_, api)| api.rate).sum(),
+            longest_mailbox: self.voice.iter().map(|(_, voice)| voice.queue).fold(0.0, f64::max),
+            db_pending: self.backend.iter().map(|(_, backend)| backend.db_pool.waiters).sum(),
         }
     }
 }
@@ -797,6 +1014,10 @@ pub struct Headline {
     pub pool_waiters: f64,
     /// Requests per second the API tier takes, retries included.
     pub api_requests_per_second: f64,
+    /// Longest voice-state supervisor mailbox, messages.
+    pub longest_mailbox: f64,
+    /// Threads waiting for a database connection, fleet-wide.
+    pub db_pending: f64,
 }
 
 /// What [`crate::expose`] reads of an instance.
@@ -805,6 +1026,9 @@ pub(crate) enum State<'a> {
     Backend(&'a Backend),
     Redis(&'a Redis),
     Db(&'a Db),
+    Gateway(&'a Gateway),
+    Voice(&'a Voice),
+    Media(&'a Media),
     Missing,
 }
 
@@ -878,6 +1102,45 @@ impl PoolView {
             borrowed: pool.borrowed,
             commands: (pool.command_count, pool.command_sum, pool.command_max),
         }
+    }
+}
+
+impl Gateway {
+    /// Sessions held, connects and disconnects (counters).
+    pub(crate) fn figures(&self) -> (f64, f64, f64) {
+        (self.sessions, self.connects, self.disconnects)
+    }
+}
+
+/// Read access for the exposition.
+pub(crate) struct VoiceView<'a> {
+    pub(crate) queue: f64,
+    pub(crate) processed: f64,
+    pub(crate) starts: f64,
+    pub(crate) rpc: &'a [f64],
+    pub(crate) registered: bool,
+    pub(crate) heartbeat_wait: f64,
+    pub(crate) reductions: f64,
+}
+
+impl Voice {
+    pub(crate) fn view(&self) -> VoiceView<'_> {
+        VoiceView {
+            queue: self.queue,
+            processed: self.processed,
+            starts: self.starts,
+            rpc: &self.rpc,
+            registered: self.registered,
+            heartbeat_wait: self.heartbeat_wait,
+            reductions: self.reductions,
+        }
+    }
+}
+
+impl Media {
+    /// RPCs received (a counter) and calls in progress.
+    pub(crate) fn figures(&self) -> (f64, f64) {
+        (self.rpc_received, self.calls)
     }
 }
 

@@ -40,6 +40,9 @@ pub struct Scenario {
     /// Faults: each has a kind, a selector and a time window; ground truth follows from them.
     #[serde(default)]
     pub faults: Vec<Fault>,
+    /// Planned operations (deploys): not faults, not in the ground truth.
+    #[serde(default)]
+    pub operations: Vec<Operation>,
 }
 
 fn default_seed() -> u64 {
@@ -80,6 +83,9 @@ pub struct FleetShape {
     /// The databases (one per datacenter; the backend uses its own datacenter's).
     #[serde(default)]
     pub db: DbShape,
+    /// The BEAM session path: gateways, the voice-state service and media servers.
+    #[serde(default)]
+    pub beam: BeamShape,
 }
 
 impl Default for FleetShape {
@@ -91,8 +97,79 @@ impl Default for FleetShape {
             backend: BackendShape::default(),
             redis: RedisShape::default(),
             db: DbShape::default(),
+            beam: BeamShape::default(),
         }
     }
+}
+
+/// The session path on the BEAM: clients hold sessions on gateways; every session start sends
+/// messages to the datacenter's voice-state supervisor (one named process, `voice_state_sup`),
+/// which serves its mailbox one message at a time, makes an RPC to a media server per start,
+/// and renews its service-discovery registration from the same mailbox.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BeamShape {
+    /// Gateway instances per datacenter. Default 2.
+    #[serde(default = "default_two")]
+    pub gateways_per_datacenter: usize,
+    /// Media servers per datacenter. Default 2.
+    #[serde(default = "default_two")]
+    pub media_per_datacenter: usize,
+    /// Sessions per datacenter at the daily mean. Default 400,000.
+    #[serde(default = "default_sessions")]
+    pub sessions_per_datacenter: f64,
+    /// Session starts per second per session (clients reconnecting as they move). Default
+    /// 0.0007 (280 starts per second per datacenter).
+    #[serde(default = "default_churn")]
+    pub starts_per_session_per_second: f64,
+    /// Supervisor messages per session start. Default 3.
+    #[serde(default = "default_messages")]
+    pub messages_per_start: f64,
+    /// Supervisor time per message on an empty mailbox, seconds. Default 0.00015.
+    #[serde(default = "default_message_seconds")]
+    pub message_seconds: f64,
+    /// Extra time per message per message already queued (selective receive scans the
+    /// mailbox), seconds. Default 1e-8 (1 ms at 100,000 queued).
+    #[serde(default = "default_scan_seconds")]
+    pub scan_seconds_per_queued: f64,
+    /// Service-discovery registration TTL: the registration expires when the heartbeat waits
+    /// longer than this in the mailbox, seconds. Default 30.
+    #[serde(default = "default_ttl")]
+    pub registration_ttl_seconds: f64,
+}
+
+impl Default for BeamShape {
+    fn default() -> Self {
+        BeamShape {
+            gateways_per_datacenter: default_two(),
+            media_per_datacenter: default_two(),
+            sessions_per_datacenter: default_sessions(),
+            starts_per_session_per_second: default_churn(),
+            messages_per_start: default_messages(),
+            message_seconds: default_message_seconds(),
+            scan_seconds_per_queued: default_scan_seconds(),
+            registration_ttl_seconds: default_ttl(),
+        }
+    }
+}
+
+fn default_sessions() -> f64 {
+    400_000.0
+}
+fn default_churn() -> f64 {
+    0.0007
+}
+fn default_messages() -> f64 {
+    3.0
+}
+fn default_message_seconds() -> f64 {
+    0.000_15
+}
+fn default_scan_seconds() -> f64 {
+    1e-8
+}
+fn default_ttl() -> f64 {
+    30.0
 }
 
 /// The databases behind the backend's HikariCP pools.
@@ -265,6 +342,37 @@ pub struct Fault {
     /// Default 0.02.
     #[serde(default)]
     pub loss: Option<f64>,
+    /// `session_loss`: fraction of the datacenter's sessions dropped. Default 0.17.
+    #[serde(default)]
+    pub fraction: Option<f64>,
+}
+
+/// A planned operation: not a fault, so not in the ground truth (a good detector stays
+/// quiet).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Operation {
+    /// What is done.
+    pub kind: OperationKind,
+    /// Which instances (of the backend, for `deploy`).
+    pub select: Selector,
+    /// When it starts, from the run's start.
+    pub at: PromDuration,
+    /// Time between one instance and the next (a rolling deploy). Default `30s`.
+    #[serde(default)]
+    pub stagger: Option<PromDuration>,
+    /// Warm-up time constant of the restarted instances, seconds (pre-warmed by warm-up
+    /// requests before taking traffic). Default 5.
+    #[serde(default)]
+    pub warmup_seconds: Option<f64>,
+}
+
+/// Kinds of planned operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperationKind {
+    /// A rolling restart of backend instances that warm up before taking traffic.
+    Deploy,
 }
 
 /// Kinds of fault the simulator can inject.
@@ -281,6 +389,10 @@ pub enum FaultKind {
     /// A database node turns slow (`latency_seconds` per query, default 0.5: a stalled disk
     /// on its host): the backend's HikariCP pools towards it run out.
     SlowDatabase,
+    /// The selected gateways are scaled down by mistake: they drop `fraction` of their
+    /// datacenter's sessions, whose clients reconnect through the remaining gateways within
+    /// about 20 s; every start queues messages at the voice-state supervisor.
+    SessionLoss,
     /// Mobile clients of the selected API instances retry without backoff (a bad client
     /// release): their traffic rises by `factor`, and throttled (429) requests are retried too.
     RetryStorm,
@@ -299,6 +411,7 @@ impl FaultKind {
             FaultKind::SlowDatabase => "slow_database",
             FaultKind::RetryStorm => "retry_storm",
             FaultKind::DcDegradation => "dc_degradation",
+            FaultKind::SessionLoss => "session_loss",
         }
     }
 
@@ -311,6 +424,7 @@ impl FaultKind {
             FaultKind::SlowDatabase => "db",
             FaultKind::RetryStorm => "api",
             FaultKind::DcDegradation => "network",
+            FaultKind::SessionLoss => "gateway",
         }
     }
 }
@@ -348,7 +462,7 @@ pub struct ScenarioError {
 }
 
 /// Shipped scenarios, by name: the files under `scenarios/`, built into the binary.
-pub const SHIPPED: [(&str, &str); 7] = [
+pub const SHIPPED: [(&str, &str); 8] = [
     ("redis-node-loss", include_str!("../../scenarios/redis-node-loss.yml")),
     ("redis-slow-node", include_str!("../../scenarios/redis-slow-node.yml")),
     (
@@ -363,6 +477,10 @@ pub const SHIPPED: [(&str, &str); 7] = [
     (
         "dc-network-degradation",
         include_str!("../../scenarios/dc-network-degradation.yml"),
+    ),
+    (
+        "zone-session-loss",
+        include_str!("../../scenarios/zone-session-loss.yml"),
     ),
     ("healthy", include_str!("../../scenarios/healthy.yml")),
 ];
@@ -436,6 +554,12 @@ impl Scenario {
             ("fleet.backend.redis_pool_size", shape.backend.redis_pool_size, 256),
             ("fleet.backend.threads", shape.backend.threads, 10_000),
             ("fleet.api.workers", shape.api.workers, 10_000),
+            (
+                "fleet.beam.gateways_per_datacenter",
+                shape.beam.gateways_per_datacenter,
+                64,
+            ),
+            ("fleet.beam.media_per_datacenter", shape.beam.media_per_datacenter, 64),
         ] {
             if value == 0 || value > max {
                 return fail(path, format!("{value} must be between 1 and {max}"));
@@ -443,6 +567,14 @@ impl Scenario {
         }
         if !(0.0..=1.0).contains(&shape.api.retry_probability) {
             return fail("fleet.api.retry_probability", "must be between 0 and 1".into());
+        }
+        for (index, operation) in self.operations.iter().enumerate() {
+            if operation.at.0 >= self.duration.0 {
+                return fail(
+                    &format!("operations[{index}].at"),
+                    format!("{} is not before the end of the run ({})", operation.at, self.duration),
+                );
+            }
         }
         for (index, fault) in self.faults.iter().enumerate() {
             if fault.at.0 >= self.duration.0 {
