@@ -3,6 +3,7 @@
 
 mod check;
 mod demo;
+mod eval;
 mod fleet;
 mod run;
 mod server;
@@ -62,6 +63,16 @@ enum Command {
     #[command(verbatim_doc_comment)]
     Fleet(fleet::FleetArgs),
 
+    /// Score the detector on scenarios: AC@1, AC@3, Avg@5 at host and datacenter level, time
+    /// to detect and false verdicts, beside two reference rankings from the literature.
+    ///
+    /// Runs headless and faster than real time (no store needed).
+    /// Examples:
+    ///   epicenter eval                        # every shipped scenario
+    ///   epicenter eval redis-node-loss my.yml --json
+    #[command(verbatim_doc_comment)]
+    Eval(eval::EvalArgs),
+
     /// Query the store (ClickHouse SQL) and print the result.
     ///
     /// Examples:
@@ -85,6 +96,7 @@ fn main() -> ExitCode {
         Command::Check(command) => check::run(command),
         Command::Run(args) => run::run(&args),
         Command::Demo(args) => demo::run(&args),
+        Command::Eval(args) => eval::run(&args),
         Command::Fleet(args) => fleet::run(&args),
         Command::Sql(args) => sql::run(&args),
     }

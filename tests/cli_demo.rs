@@ -41,20 +41,29 @@ impl Drop for Run {
 
 /// Runs `epicenter demo --scenario NAME --speed 60` into a fresh store.
 fn demo(scenario: &str) -> Run {
-    let dir = std::env::temp_dir().join(format!("epicenter-demo-{scenario}-{}", std::process::id()));
+    demo_at(scenario, scenario, 60)
+}
+
+/// Runs `epicenter demo --scenario SCENARIO --speed SPEED` into a fresh store named `label`.
+fn demo_at(label: &str, scenario: &str, speed: u32) -> Run {
+    let dir = std::env::temp_dir().join(format!("epicenter-demo-{label}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let data = dir.join("data");
     let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
-        .args(["demo", "--scenario", scenario, "--speed", "60", "--data"])
+        .args(["demo", "--scenario", scenario, "--speed", &speed.to_string(), "--data"])
         .arg(&data)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "demo {scenario} failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("FAULT starts"), "{stdout}");
-    assert!(stdout.contains("Ground truth"), "{stdout}");
+    if label == "healthy" {
+        assert!(stdout.contains("No fault was injected"), "{stdout}");
+    } else {
+        assert!(stdout.contains("FAULT starts"), "{stdout}");
+        assert!(stdout.contains("Ground truth"), "{stdout}");
+    }
     let config = dir.join("sql.yml");
     std::fs::write(
         &config,
@@ -569,4 +578,49 @@ fn session_loss_runs_one_supervisors_mailbox_away() {
         }
     }
     assert_eq!(mailbox.len(), 3);
+}
+
+/// The healthy scenario, shortened to one simulated hour (deploys at 20 and 40 minutes) and
+/// run at 200x: every scrape up, the deploys visible as restarts, and nothing else moving.
+#[test]
+fn a_healthy_fleet_with_deploys_stores_no_trouble() {
+    if !library_available() {
+        return;
+    }
+    let shipped = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/healthy.yml")).unwrap();
+    let short = shipped
+        .replace("duration: 6h", "duration: 1h")
+        .replace("at: 2h\n", "at: 20m\n")
+        .replace("at: 4h30m\n", "at: 40m\n");
+    assert_ne!(short, shipped);
+    let file = std::env::temp_dir().join(format!("epicenter-healthy-{}.yml", std::process::id()));
+    std::fs::write(&file, short).unwrap();
+    let run = demo_at("healthy", file.to_str().unwrap(), 200);
+    std::fs::remove_file(&file).unwrap();
+    let scrapes = sql(&run.config, "SELECT count(), min(up) FROM scrapes");
+    assert!(scrapes[0][0].parse::<u64>().unwrap() > 1000, "{scrapes:?}");
+    assert_eq!(scrapes[0][1], "1");
+    // 12 backends restarted in the first deploy, the 4 of dc-2 again in the second.
+    let restarts = sql(
+        &run.config,
+        "SELECT labels['pod'], uniqExact(value) - 1 FROM samples
+         WHERE metric = 'process_start_time_seconds' AND job = 'backend' GROUP BY 1 ORDER BY 1",
+    );
+    assert_eq!(restarts.len(), 12);
+    for row in &restarts {
+        let expected = if row[0].starts_with("backend-2-") { "2" } else { "1" };
+        assert_eq!(row[1], expected, "{row:?}");
+    }
+    let trouble = sql(
+        &run.config,
+        "SELECT
+            maxIf(value, metric = 'erlang_vm_process_message_queue_len'),
+            maxIf(value, metric = 'hikaricp_connections_pending'),
+            maxIf(value, metric = 'commons_pool2_num_waiters_threads'),
+            maxIf(value, metric = 'http_requests_total' AND labels['code'] != '200'),
+            minIf(value, metric = 'redis_up'),
+            minIf(value, metric = 'voice_state_discovery_registered')
+         FROM samples",
+    );
+    assert_eq!(trouble[0], ["0", "0", "0", "0", "1", "1"], "{trouble:?}");
 }

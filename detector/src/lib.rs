@@ -1,3 +1,12 @@
-//! epicenter's detector: signals from raw series, baselines and spike detection, the service
-//! dependency graph and root-cause ranking. Nothing here yet: it lands with issue 5 (see
-//! `../shared/DESIGN.md`, Detector). The crate exists so the workspace has its final shape.
+//! epicenter's detector: signals from rules (`rules/signals.yml`), robust spike detection
+//! with back-tracked onsets ([`signal`]), root-cause ranking over the dependency graph and
+//! verdicts ([`engine`]), the reference rankings from the literature ([`reference`]) and the
+//! standard scores ([`score`]). docs/detector.md explains the method.
+
+pub mod engine;
+pub mod reference;
+pub mod rules;
+pub mod score;
+pub mod signal;
+
+pub use engine::{Anomaly, Assessment, Candidate, Dependency, Detector, InstanceInfo, Settings, Verdict};

@@ -1,0 +1,166 @@
+//! Signal rules: which metric families mean availability, errors, latency, saturation,
+//! traffic or a restart, which direction is bad, and which label names the peer a client
+//! series talks to. Data, not code: `rules/signals.yml` (docs/detector.md).
+
+use std::collections::BTreeMap;
+
+use regex::Regex;
+use serde::Deserialize;
+
+/// How a family's samples become one value per interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ValueKind {
+    /// The sample's value.
+    Gauge,
+    /// Per-second rate over the interval; a decrease is a counter reset (the new value is
+    /// the increase since the reset), as Prometheus's `rate()` treats it.
+    Counter,
+    /// `<metric>_sum` increase over `<metric>_count` increase (a summary's or histogram's mean
+    /// over the interval), in the family's unit.
+    Mean,
+    /// 1 when the value changed since the last interval (a new process start time), else 0.
+    Restart,
+}
+
+/// What kind of trouble a signal shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Class {
+    /// Up/down, registered/expired.
+    Availability,
+    /// Failures counted.
+    Errors,
+    /// Time taken.
+    Latency,
+    /// Pools, queues, threads, mailboxes filling.
+    Saturation,
+    /// Request, connection and message rates.
+    Traffic,
+    /// The process restarted.
+    Restart,
+}
+
+/// Which way is trouble.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bad {
+    /// Rising is bad.
+    Up,
+    /// Falling is bad.
+    Down,
+}
+
+/// The label naming the peer a client series talks to.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerSpec {
+    /// Label name (`name`, `remote`, `pool`, `peer`).
+    pub label: String,
+    /// A regex whose first group is the peer's name within the label value; the whole value
+    /// when absent.
+    #[serde(default)]
+    pub regex: Option<String>,
+}
+
+/// One entry of `signals:`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSpec {
+    /// Family name as exposed (for `mean`, without `_sum`/`_count`).
+    pub metric: String,
+    /// How samples become values.
+    pub kind: ValueKind,
+    /// What trouble it shows.
+    pub class: Class,
+    /// Which way is trouble.
+    pub bad: Bad,
+    /// The label naming the peer, for client-side series.
+    #[serde(default)]
+    pub peer: Option<PeerSpec>,
+    /// Label values a series must carry to count.
+    #[serde(default)]
+    pub r#match: BTreeMap<String, String>,
+    /// Smallest change that can matter, in the signal's unit (per second for counters).
+    pub floor: f64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RulesFile {
+    signals: Vec<RuleSpec>,
+}
+
+/// A rule ready to match samples.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// The rule as written.
+    pub spec: RuleSpec,
+    peer_regex: Option<Regex>,
+}
+
+impl Rule {
+    /// The peer a series with `labels` talks to, if the rule names one and the label is
+    /// there.
+    pub fn peer(&self, labels: &BTreeMap<String, String>) -> Option<String> {
+        let spec = self.spec.peer.as_ref()?;
+        let value = labels.get(&spec.label)?;
+        match &self.peer_regex {
+            Some(regex) => regex
+                .captures(value)
+                .and_then(|captures| captures.get(1))
+                .map(|found| found.as_str().to_string()),
+            None => Some(value.clone()),
+        }
+    }
+
+    /// Whether a series with `labels` is one this rule counts.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.spec
+            .r#match
+            .iter()
+            .all(|(name, value)| labels.get(name) == Some(value))
+    }
+}
+
+/// The rules shipped in `rules/signals.yml`.
+pub const SHIPPED: &str = include_str!("../../rules/signals.yml");
+
+/// A rules file that cannot be used, with the entry and key concerned.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct RulesError {
+    /// Key path (`signals[3].peer.regex`).
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Parses a rules file (YAML, the shape of `rules/signals.yml`).
+pub fn parse(text: &str) -> Result<Vec<Rule>, RulesError> {
+    let deserializer = serde_norway::Deserializer::from_str(text);
+    let file: RulesFile = serde_path_to_error::deserialize(deserializer).map_err(|error| RulesError {
+        path: error.path().to_string(),
+        message: error.into_inner().to_string(),
+    })?;
+    file.signals
+        .into_iter()
+        .enumerate()
+        .map(|(index, spec)| {
+            if !(spec.floor.is_finite() && spec.floor > 0.0) {
+                return Err(RulesError {
+                    path: format!("signals[{index}].floor"),
+                    message: format!("{} must be a positive number", spec.floor),
+                });
+            }
+            let peer_regex = match spec.peer.as_ref().and_then(|peer| peer.regex.as_ref()) {
+                Some(pattern) => Some(Regex::new(pattern).map_err(|error| RulesError {
+                    path: format!("signals[{index}].peer.regex"),
+                    message: error.to_string(),
+                })?),
+                None => None,
+            };
+            Ok(Rule { spec, peer_regex })
+        })
+        .collect()
+}

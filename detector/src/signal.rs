@@ -1,0 +1,301 @@
+//! One signal: a series' value per interval, its robust baseline and its anomalies.
+//!
+//! The baseline is the median and the median absolute deviation (MAD) of the last `window`
+//! values (Hampel's robust scale, 1.4826 × MAD for normal data), with floors against quiet
+//! series: the scale is at least 10 % of the median and a fifth of the rule's floor (so on a
+//! flat series the floor is exactly the threshold), and a change smaller than the floor never
+//! counts. A value `threshold` scales away in the bad direction is
+//! anomalous; while a signal is anomalous its values stay out of the baseline (a fault must
+//! not become normal) unless it lasts past `adapt_after` intervals (a new level). The onset is
+//! back-tracked CUSUM-style: the earliest of the recent values, contiguous with the detection,
+//! that already leaned 2 scales the bad way.
+
+use std::collections::VecDeque;
+
+use crate::rules::{Bad, ValueKind};
+
+/// Tuning of the spike detector (defaults in [`Tuning::default`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tuning {
+    /// Values kept for the baseline. Default 60 intervals.
+    pub window: usize,
+    /// Values needed before anything is judged. Default 12.
+    pub min_history: usize,
+    /// Scales away from the median that make an anomaly. Default 5.
+    pub threshold: f64,
+    /// Scales away that count towards the onset. Default 2.
+    pub onset_threshold: f64,
+    /// Intervals after which a persistent level joins the baseline. Default 30.
+    pub adapt_after: u32,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            window: 60,
+            min_history: 12,
+            threshold: 5.0,
+            onset_threshold: 2.0,
+            adapt_after: 30,
+        }
+    }
+}
+
+/// The raw reading a signal keeps between intervals.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct Raw {
+    time_ms: i64,
+    value: f64,
+    count: f64,
+}
+
+/// State of one signal.
+#[derive(Debug, Clone)]
+pub struct Signal {
+    kind: ValueKind,
+    bad: Bad,
+    floor: f64,
+    last: Option<Raw>,
+    history: VecDeque<f64>,
+    recent: VecDeque<(i64, f64)>,
+    /// Intervals in a row the signal has been anomalous.
+    pub anomalous_for: u32,
+    /// Onset of the current anomaly, ms.
+    pub onset_ms: Option<i64>,
+    /// The latest score (scales in the bad direction), 0 before the baseline exists.
+    pub score: f64,
+    since_restart: Option<u32>,
+}
+
+/// Intervals a restart stays anomalous (30 = 5 minutes at a 10 s interval).
+const RESTART_MEMORY: u32 = 30;
+
+/// The verdict on one interval's value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Judgement {
+    /// The interval's value (rate, mean, gauge).
+    pub value: f64,
+    /// Scales away from the baseline in the bad direction.
+    pub score: f64,
+    /// Whether it is anomalous.
+    pub anomalous: bool,
+}
+
+impl Signal {
+    /// A new signal for a rule's kind, bad direction and floor.
+    pub fn new(kind: ValueKind, bad: Bad, floor: f64) -> Signal {
+        Signal {
+            kind,
+            bad,
+            floor,
+            last: None,
+            history: VecDeque::new(),
+            recent: VecDeque::new(),
+            anomalous_for: 0,
+            onset_ms: None,
+            score: 0.0,
+            since_restart: None,
+        }
+    }
+
+    /// Turns a reading (`value`, plus `count` for a mean) at `time_ms` into the interval's
+    /// value: `None` for the first reading, an interval without observations (a mean whose
+    /// count did not move) or a non-advancing clock.
+    pub fn interval_value(&mut self, time_ms: i64, value: f64, count: f64) -> Option<f64> {
+        let current = Raw { time_ms, value, count };
+        let previous = self.last.replace(current)?;
+        let seconds = (time_ms - previous.time_ms) as f64 / 1000.0;
+        if seconds <= 0.0 {
+            return None;
+        }
+        match self.kind {
+            ValueKind::Gauge => Some(value),
+            ValueKind::Counter => {
+                let increase = if value >= previous.value {
+                    value - previous.value
+                } else {
+                    value
+                };
+                Some(increase / seconds)
+            }
+            ValueKind::Mean => {
+                let (sum, observations) = if count >= previous.count {
+                    (value - previous.value, count - previous.count)
+                } else {
+                    (value, count)
+                };
+                (observations > 0.0).then(|| sum / observations)
+            }
+            ValueKind::Restart => Some(if value != previous.value { 1.0 } else { 0.0 }),
+        }
+    }
+
+    /// Judges an interval's value against the baseline and updates it.
+    pub fn judge(&mut self, time_ms: i64, value: f64, tuning: &Tuning) -> Judgement {
+        if self.kind == ValueKind::Restart {
+            // A restart stays news for `RESTART_MEMORY` intervals: what follows it (a cold
+            // JVM's latency) is judged with it in view.
+            if value >= 1.0 {
+                self.since_restart = Some(0);
+            } else if let Some(since) = self.since_restart.as_mut() {
+                *since += 1;
+            }
+            let anomalous = self.since_restart.is_some_and(|since| since < RESTART_MEMORY);
+            if !anomalous {
+                self.since_restart = None;
+            }
+            let onset = if value >= 1.0 {
+                time_ms
+            } else {
+                self.onset_ms.unwrap_or(time_ms)
+            };
+            self.note(time_ms, anomalous, if anomalous { 10.0 } else { 0.0 }, onset);
+            return Judgement {
+                value,
+                score: self.score,
+                anomalous,
+            };
+        }
+        if self.history.len() < tuning.min_history {
+            self.push(value, tuning);
+            self.recent_push(time_ms, value);
+            return Judgement {
+                value,
+                score: 0.0,
+                anomalous: false,
+            };
+        }
+        let (median, scale) = self.baseline();
+        let direction = if self.bad == Bad::Up { 1.0 } else { -1.0 };
+        let deviation = (value - median) * direction;
+        let score = deviation / scale;
+        let anomalous = score >= tuning.threshold && deviation >= self.floor;
+        let mut onset = time_ms;
+        if anomalous && self.anomalous_for == 0 {
+            for &(earlier, earlier_value) in self.recent.iter().rev() {
+                if (earlier_value - median) * direction / scale >= tuning.onset_threshold {
+                    onset = earlier;
+                } else {
+                    break;
+                }
+            }
+        }
+        self.note(time_ms, anomalous, score, onset);
+        if !anomalous || self.anomalous_for > tuning.adapt_after {
+            self.push(value, tuning);
+        }
+        self.recent_push(time_ms, value);
+        Judgement {
+            value,
+            score,
+            anomalous,
+        }
+    }
+
+    fn note(&mut self, time_ms: i64, anomalous: bool, score: f64, onset: i64) {
+        self.score = score;
+        if anomalous {
+            if self.anomalous_for == 0 {
+                self.onset_ms = Some(onset.min(time_ms));
+            }
+            self.anomalous_for += 1;
+        } else {
+            self.anomalous_for = 0;
+            self.onset_ms = None;
+        }
+    }
+
+    fn push(&mut self, value: f64, tuning: &Tuning) {
+        self.history.push_back(value);
+        while self.history.len() > tuning.window {
+            self.history.pop_front();
+        }
+    }
+
+    fn recent_push(&mut self, time_ms: i64, value: f64) {
+        self.recent.push_back((time_ms, value));
+        while self.recent.len() > 6 {
+            self.recent.pop_front();
+        }
+    }
+
+    /// Median and robust scale of the history (see the module docs for the floors).
+    fn baseline(&self) -> (f64, f64) {
+        let mut values: Vec<f64> = self.history.iter().copied().collect();
+        let median = median(&mut values);
+        let mut deviations: Vec<f64> = self.history.iter().map(|value| (value - median).abs()).collect();
+        let mad = median_of(&mut deviations);
+        let scale = (1.4826 * mad).max(0.1 * median.abs()).max(self.floor / 5.0);
+        (median, scale)
+    }
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    median_of(values)
+}
+
+fn median_of(values: &mut [f64]) -> f64 {
+    use statrs::statistics::{Data, Median};
+    if values.is_empty() {
+        return 0.0;
+    }
+    Data::new(values.to_vec()).median()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gauge() -> Signal {
+        Signal::new(ValueKind::Gauge, Bad::Up, 1.0)
+    }
+
+    #[test]
+    fn counters_become_rates_and_resets_count_from_zero() {
+        let mut signal = Signal::new(ValueKind::Counter, Bad::Up, 1.0);
+        assert_eq!(signal.interval_value(0, 100.0, 0.0), None);
+        assert_eq!(signal.interval_value(10_000, 150.0, 0.0), Some(5.0));
+        // Reset: 150 -> 20 means 20 since the restart.
+        assert_eq!(signal.interval_value(20_000, 20.0, 0.0), Some(2.0));
+    }
+
+    #[test]
+    fn means_divide_sum_by_count_increases() {
+        let mut signal = Signal::new(ValueKind::Mean, Bad::Up, 0.01);
+        assert_eq!(signal.interval_value(0, 10.0, 100.0), None);
+        assert_eq!(signal.interval_value(10_000, 13.0, 120.0), Some(0.15));
+        assert_eq!(signal.interval_value(20_000, 13.0, 120.0), None);
+    }
+
+    #[test]
+    fn a_step_is_anomalous_with_its_onset_back_tracked_and_noise_is_not() {
+        let tuning = Tuning::default();
+        let mut signal = gauge();
+        let noise = [10.0, 11.0, 9.0, 10.5, 9.5, 10.0, 10.2, 9.8, 10.1, 9.9, 10.3, 9.7, 10.0];
+        for (step, value) in noise.iter().enumerate() {
+            assert!(!signal.judge(step as i64 * 10_000, *value, &tuning).anomalous);
+        }
+        // A lean (14: a few scales up) then the jump (40): onset at the lean.
+        assert!(!signal.judge(130_000, 14.0, &tuning).anomalous);
+        let jump = signal.judge(140_000, 40.0, &tuning);
+        assert!(jump.anomalous, "{jump:?}");
+        assert_eq!(signal.onset_ms, Some(130_000));
+        // The fault does not become the baseline.
+        assert!(signal.judge(150_000, 40.0, &tuning).anomalous);
+        assert_eq!(signal.anomalous_for, 2);
+        assert!(!signal.judge(160_000, 10.0, &tuning).anomalous);
+        assert_eq!(signal.onset_ms, None);
+    }
+
+    #[test]
+    fn changes_below_the_floor_never_count() {
+        let tuning = Tuning::default();
+        let mut signal = Signal::new(ValueKind::Gauge, Bad::Up, 5.0);
+        for step in 0..20 {
+            signal.judge(step * 10_000, 0.0, &tuning);
+        }
+        // 0 -> 3: infinitely many MADs, but under the floor of 5.
+        assert!(!signal.judge(200_000, 3.0, &tuning).anomalous);
+        assert!(signal.judge(210_000, 6.0, &tuning).anomalous);
+    }
+}

@@ -1,0 +1,145 @@
+//! `epicenter eval` against issue 5's acceptance: over the shipped scenarios and over
+//! scenarios written here (not in the repository, in the documented format, other nodes,
+//! datacenters, strengths and seeds), host-level AC@1 ≥ 0.9 and AC@3 = 1.0, datacenter-level
+//! AC@1 = 1.0 (every fault here has one datacenter), median time to detect ≤ 3 scrape
+//! intervals, no false verdicts, and none over 24 simulated hours of a healthy fleet with
+//! deploys. The reference rankings are reported beside ours.
+
+#![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
+
+use std::process::Command;
+
+fn eval(arguments: &[&str]) -> serde_json::Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .arg("eval")
+        .arg("--json")
+        .args(arguments)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn check(report: &serde_json::Value) {
+    let overall = &report["overall"];
+    let ours = &overall["epicenter"];
+    eprintln!("{}", serde_json::to_string_pretty(overall).unwrap());
+    assert!(ours["host_ac1"].as_f64().unwrap() >= 0.9, "{overall}");
+    assert_eq!(ours["host_ac3"].as_f64(), Some(1.0), "{overall}");
+    assert_eq!(ours["dc_ac1"].as_f64(), Some(1.0), "{overall}");
+    assert!(
+        overall["median_intervals_to_detect"].as_f64().unwrap() <= 3.0,
+        "{overall}"
+    );
+    assert_eq!(overall["false_verdicts"].as_u64(), Some(0), "{overall}");
+    // The reference rankings are computed and reported.
+    for reference in ["robust_z", "pagerank"] {
+        assert!(overall[reference]["host_ac1"].as_f64().is_some(), "{overall}");
+    }
+}
+
+#[test]
+fn the_shipped_scenarios_meet_the_acceptance() {
+    let report = eval(&[]);
+    assert_eq!(report["scenarios"].as_array().unwrap().len(), 8);
+    check(&report);
+}
+
+#[test]
+fn scenarios_written_outside_the_repository_meet_it_too() {
+    let dir = std::env::temp_dir().join(format!("epicenter-unseen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let faults = [
+        (
+            "loss-3-2",
+            201,
+            "10m",
+            64,
+            "{kind: node_loss, select: {instance: redis-3-2}, at: 4m, duration: 3m}",
+        ),
+        (
+            "loss-1-1",
+            202,
+            "10m",
+            64,
+            "{kind: node_loss, select: {instance: redis-1-1}, at: 5m}",
+        ),
+        (
+            "slow-2-2",
+            203,
+            "10m",
+            64,
+            "{kind: slow_node, select: {instance: redis-2-2}, at: 4m, latency_seconds: 0.03}",
+        ),
+        (
+            "cold-3",
+            204,
+            "12m",
+            64,
+            "{kind: cold_start, select: {dc: dc-3, count: 1}, at: 4m, warmup_seconds: 120}",
+        ),
+        (
+            "cold-2x3",
+            205,
+            "12m",
+            64,
+            "{kind: cold_start, select: {dc: dc-2, count: 3}, at: 3m}",
+        ),
+        (
+            "db-1",
+            206,
+            "10m",
+            64,
+            "{kind: slow_database, select: {dc: dc-1}, at: 4m, latency_seconds: 0.4}",
+        ),
+        (
+            "storm-3",
+            207,
+            "10m",
+            12,
+            "{kind: retry_storm, select: {dc: dc-3}, at: 4m, factor: 5}",
+        ),
+        (
+            "degrade-2",
+            208,
+            "10m",
+            64,
+            "{kind: dc_degradation, select: {dc: dc-2}, at: 4m, latency_seconds: 0.05, loss: 0.01}",
+        ),
+        (
+            "session-2",
+            209,
+            "10m",
+            64,
+            "{kind: session_loss, select: {dc: dc-2}, at: 4m, fraction: 0.25}",
+        ),
+    ];
+    let mut files = Vec::new();
+    for (name, seed, duration, workers, fault) in faults {
+        let path = dir.join(format!("{name}.yml"));
+        std::fs::write(
+            &path,
+            format!("name: {name}\nseed: {seed}\nduration: {duration}\nfleet: {{api: {{workers: {workers}}}}}\nfaults:\n  - {fault}\n"),
+        )
+        .unwrap();
+        files.push(path.to_str().unwrap().to_string());
+    }
+    let healthy = dir.join("healthy-24h.yml");
+    std::fs::write(
+        &healthy,
+        "name: healthy-24h\nseed: 210\nduration: 24h\nstart_hour: 0\nscrape_interval: 15s\noperations:\n  - {kind: deploy, select: {service: backend}, at: 3h, stagger: 45s}\n  - {kind: deploy, select: {service: backend, dc: dc-3}, at: 12h, stagger: 30s}\n  - {kind: deploy, select: {service: backend, dc: dc-1}, at: 20h}\n",
+    )
+    .unwrap();
+    files.push(healthy.to_str().unwrap().to_string());
+    let arguments: Vec<&str> = files.iter().map(String::as_str).collect();
+    let report = eval(&arguments);
+    std::fs::remove_dir_all(&dir).unwrap();
+    check(&report);
+    let healthy = report["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|scenario| scenario["scenario"] == "healthy-24h")
+        .unwrap();
+    assert_eq!(healthy["false_verdicts"].as_u64(), Some(0), "{healthy}");
+}
