@@ -159,8 +159,12 @@ fn collector_config(
         }
     }
     yaml.push_str(&format!(
-        "storage:\n  embedded:\n    path: '{}'\nserver:\n  listen_address: 127.0.0.1:0\n",
-        data.display().to_string().replace('\'', "''")
+        "storage:\n  embedded:\n    path: '{}'\nserver:\n  listen_address: 127.0.0.1:0\ndetector:\n  interval: {interval_ms}ms\n  dependencies:\n{}",
+        data.display().to_string().replace('\'', "''"),
+        crate::eval::fleet_dependencies()
+            .iter()
+            .map(|d| format!("    - {{caller: {}, callee: {}, same_dc: {}}}\n", d.caller, d.callee, d.same_dc))
+            .collect::<String>()
     ));
     yaml
 }
@@ -273,13 +277,51 @@ fn summary(store: &Store, runtime: &tokio::runtime::Runtime, scenario: &Scenario
              WHERE time >= fromUnixTimestamp64Milli({start_ms}) GROUP BY service ORDER BY service"
         ))
     );
+    let verdicts = store
+        .query(
+            runtime,
+            &format!(
+                "SELECT kind, dc, arrayElement(hosts, 1), toUnixTimestamp64Milli(time) FROM verdicts \
+                 WHERE state = 'opened' AND time >= fromUnixTimestamp64Milli({start_ms}) ORDER BY time"
+            ),
+            "TabSeparated",
+        )
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default();
+    let opened: Vec<Vec<String>> = verdicts
+        .lines()
+        .map(|line| line.split('\t').map(str::to_string).collect())
+        .filter(|fields: &Vec<String>| fields.len() == 4)
+        .collect();
     if truth.is_empty() {
-        println!("\nNo fault was injected: the detector (next issue) should say nothing.");
+        println!("\nNo fault was injected: the detector should say nothing.");
+        println!("Verdicts opened: {}", opened.len());
     } else {
         println!("\nGround truth (table ground_truth):");
         print!("{}", ask("SELECT scenario, kind, service, dcs, hosts, instances, onset FROM ground_truth ORDER BY onset DESC LIMIT 5"));
+        let fault = &truth[0];
+        match opened
+            .iter()
+            .find(|fields| fields[3].parse::<i64>().is_ok_and(|at| at >= fault.onset_ms))
+        {
+            Some(fields) => {
+                let host_right = fault.hosts.contains(&fields[2]);
+                let dc_right = fault.dcs.contains(&fields[1]);
+                let seconds = fields[3].parse::<i64>().map_or(0, |at| (at - fault.onset_ms) / 1000);
+                println!(
+                    "\nThe detector's first verdict after the fault: {} on {} in {}, {} simulated seconds after the onset: host {}, datacenter {}.",
+                    fields[0],
+                    fields[2],
+                    fields[1],
+                    seconds,
+                    if host_right { "right" } else { "WRONG" },
+                    if dc_right { "right" } else { "WRONG" }
+                );
+            }
+            None => println!("\nThe detector opened no verdict after the fault."),
+        }
     }
-    println!("\nThe detector is not built yet; explore with `epicenter sql` (add --config if you used --data):");
+    println!("\nVerdicts are in the table `verdicts`, anomalies in `anomalies`. Explore with `epicenter sql` (add --config if you used --data):");
     let kind = truth.first().map_or("none", |fault| fault.kind.as_str());
     for query in suggested_queries(kind, &scenario.name) {
         println!("  epicenter sql \"{query}\"");

@@ -418,6 +418,10 @@ fn print_table(results: &[ScenarioResult], summary: &Summary) {
             result.pagerank.host_ac3,
         );
     }
+    if summary.scenarios_with_faults == 0 {
+        println!("\nno scenario with faults: false verdicts {}", summary.false_verdicts);
+        return;
+    }
     let s = &summary.epicenter;
     println!(
         "\noverall ({} scenarios with faults): epicenter host AC@1 {:.2}, AC@3 {:.2}, Avg@5 {:.2}, dc AC@1 {:.2}; median time to detect {} scrape intervals; false verdicts {}",

@@ -5,6 +5,7 @@ mod check;
 mod demo;
 mod eval;
 mod fleet;
+mod live;
 mod run;
 mod server;
 mod sql;

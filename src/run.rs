@@ -83,6 +83,25 @@ impl Store {
         }
     }
 
+    /// Runs a statement (an insert) from async code: on the blocking pool for the embedded
+    /// engine, over HTTP for a server.
+    pub(crate) async fn execute(&self, sql: String) -> Result<(), String> {
+        match self {
+            Store::Embedded(store) => {
+                let store = store.clone();
+                tokio::task::spawn_blocking(move || store.query(&sql, "TabSeparated").map(|_| ()))
+                    .await
+                    .map_err(|error| error.to_string())?
+                    .map_err(|error| error.to_string())
+            }
+            Store::Server(store) => store
+                .query(&sql, "TabSeparated")
+                .await
+                .map(|_| ())
+                .map_err(|error| error.to_string()),
+        }
+    }
+
     fn describe(&self, config: &Config) -> String {
         match self {
             Store::Embedded(_) => format!("the embedded store at {}", config.storage.embedded_path().display()),
@@ -189,6 +208,7 @@ pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for:
     let state = Arc::new(AppState {
         telemetry,
         targets: TargetRegistry::default(),
+        verdicts: std::sync::Mutex::new(crate::server::VerdictBook::default()),
     });
     let listener = match tokio::net::TcpListener::bind(&config.server.listen_address).await {
         Ok(listener) => listener,
@@ -217,12 +237,51 @@ pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for:
         }
         Store::Server(store) => tokio::spawn(run_writer(store.clone(), config.batching.clone(), inbox, stats.clone())),
     };
+    // The detector reads what a signal rule names, beside the writer.
+    let (to_detector, detector_inbox) = mpsc::channel::<crate::live::Batch>(4096);
+    let detector_rules = if config.detector.enabled {
+        match crate::live::load_rules(&config) {
+            Ok(rules) => Some(rules),
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        }
+    } else {
+        None
+    };
+    let rule_metrics = detector_rules
+        .as_deref()
+        .map(crate::live::rule_metrics)
+        .unwrap_or_default();
+    let detector_task = detector_rules.map(|rules| {
+        let tick = config
+            .detector
+            .interval
+            .map_or(config.global.scrape_interval.0, |interval| interval.0)
+            .max(Duration::from_millis(100));
+        tokio::spawn(crate::live::run(
+            rules,
+            crate::live::dependencies(&config),
+            tick,
+            detector_inbox,
+            state.clone(),
+            store.clone(),
+            shutdown.clone(),
+        ))
+    });
     // Between the targets and the writer: target health and epicenter's own metrics.
     let observer_state = state.clone();
     let observer = tokio::spawn(async move {
         while let Some(outcome) = scraped.recv().await {
             observer_state.telemetry.observe(&outcome);
             observer_state.targets.observe(&outcome);
+            if !rule_metrics.is_empty() {
+                if let Some(batch) = crate::live::extract(&outcome, &rule_metrics) {
+                    // A slow detector never holds scraping up: batches beyond its queue drop.
+                    let _ = to_detector.try_send(batch);
+                }
+            }
             observer_state
                 .telemetry
                 .writer_queue_depth
@@ -284,6 +343,9 @@ pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for:
         let _ = task.await;
     }
     let _ = observer.await;
+    if let Some(task) = detector_task {
+        let _ = task.await;
+    }
     let _ = writer.await;
     let _ = server.await;
     eprintln!(

@@ -19,7 +19,9 @@ use epicenter_collector::relabel::Labels;
 use epicenter_collector::scrape::{ScrapeOutcome, Target};
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
-use prometheus::{Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+};
 use serde::Serialize;
 
 /// Label name for the scrape job.
@@ -35,6 +37,8 @@ pub(crate) struct Telemetry {
     samples_scraped_total: IntCounterVec,
     /// Scrape outcomes waiting for the writer.
     pub(crate) writer_queue_depth: IntGauge,
+    /// 1 per open verdict, labelled by where and what.
+    pub(crate) verdict_open: IntGaugeVec,
 }
 
 impl Telemetry {
@@ -68,6 +72,14 @@ impl Telemetry {
         registry.register(Box::new(scrapes_total.clone()))?;
         registry.register(Box::new(samples_scraped_total.clone()))?;
         registry.register(Box::new(writer_queue_depth.clone()))?;
+        let verdict_open = IntGaugeVec::new(
+            Opts::new(
+                "epicenter_verdict_open",
+                "1 while a root-cause verdict is open, by datacenter, host, service and kind.",
+            ),
+            &["dc", "host", "service", "kind"],
+        )?;
+        registry.register(Box::new(verdict_open.clone()))?;
         registry.register(Box::new(WriterCollector::new(writer)?))?;
         Ok(Telemetry {
             registry,
@@ -75,6 +87,7 @@ impl Telemetry {
             scrapes_total,
             samples_scraped_total,
             writer_queue_depth,
+            verdict_open,
         })
     }
 
@@ -257,6 +270,29 @@ impl TargetRegistry {
 pub(crate) struct AppState {
     pub(crate) telemetry: Telemetry,
     pub(crate) targets: TargetRegistry,
+    /// The open verdict and the history of verdict events.
+    pub(crate) verdicts: Mutex<VerdictBook>,
+}
+
+/// What `/api/v1/verdicts` serves.
+#[derive(Debug, Default, Clone, Serialize)]
+pub(crate) struct VerdictBook {
+    /// The open verdict, if any.
+    pub(crate) open: Option<epicenter_detector::Verdict>,
+    /// Verdict events, oldest first: `opened`, `updated` (the answer changed) and
+    /// `resolved`, with their time (ms since the epoch); the last 100.
+    pub(crate) history: Vec<VerdictEvent>,
+}
+
+/// One verdict event.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct VerdictEvent {
+    /// When, ms since the epoch (the samples' clock).
+    pub(crate) time_ms: i64,
+    /// `opened`, `updated` or `resolved`.
+    pub(crate) state: String,
+    /// The verdict then.
+    pub(crate) verdict: epicenter_detector::Verdict,
 }
 
 /// The router: `/metrics`, `/healthz`, `/readyz`, `/api/v1/targets`.
@@ -266,7 +302,18 @@ pub(crate) fn app(state: Arc<AppState>) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .route("/api/v1/targets", get(targets))
+        .route("/api/v1/verdicts", get(verdicts))
         .with_state(state)
+}
+
+/// `/api/v1/verdicts`: `{"status": "success", "data": {"open": …, "history": […]}}`.
+async fn verdicts(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    let book = state
+        .verdicts
+        .lock()
+        .map(|book| book.clone())
+        .unwrap_or_else(|poisoned| poisoned.into_inner().clone());
+    Json(serde_json::json!({"status": "success", "data": book}))
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {

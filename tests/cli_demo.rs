@@ -63,6 +63,8 @@ fn demo_at(label: &str, scenario: &str, speed: u32) -> Run {
     } else {
         assert!(stdout.contains("FAULT starts"), "{stdout}");
         assert!(stdout.contains("Ground truth"), "{stdout}");
+        // The live detector named the faulty host and datacenter.
+        assert!(stdout.contains("host right, datacenter right"), "{stdout}");
     }
     let config = dir.join("sql.yml");
     std::fs::write(
@@ -416,12 +418,13 @@ fn a_slow_database_exhausts_only_its_datacenters_pools() {
     }
     let run = demo("db-pool-exhaustion");
     let onset = onset_ms(&run.config);
+    // Up to (not including) the onset: the sample stamped at the onset already sees the fault.
     let before = mean(
         &run.config,
         "hikaricp_connections_pending",
         "labels['pool']",
         onset - 120_000,
-        onset,
+        onset - 1_000,
     );
     let during = mean(
         &run.config,
@@ -597,9 +600,11 @@ fn a_healthy_fleet_with_deploys_stores_no_trouble() {
     std::fs::write(&file, short).unwrap();
     let run = demo_at("healthy", file.to_str().unwrap(), 200);
     std::fs::remove_file(&file).unwrap();
-    let scrapes = sql(&run.config, "SELECT count(), min(up) FROM scrapes");
+    // At 200x a scrape has 80 ms: on a busy machine one in a thousand may time out, which is
+    // the collector's health, not the fleet's.
+    let scrapes = sql(&run.config, "SELECT count(), avg(up) FROM scrapes");
     assert!(scrapes[0][0].parse::<u64>().unwrap() > 1000, "{scrapes:?}");
-    assert_eq!(scrapes[0][1], "1");
+    assert!(scrapes[0][1].parse::<f64>().unwrap() > 0.995, "{scrapes:?}");
     // 12 backends restarted in the first deploy, the 4 of dc-2 again in the second.
     let restarts = sql(
         &run.config,
@@ -623,4 +628,121 @@ fn a_healthy_fleet_with_deploys_stores_no_trouble() {
          FROM samples",
     );
     assert_eq!(trouble[0], ["0", "0", "0", "0", "1", "1"], "{trouble:?}");
+}
+
+/// The detector inside `epicenter run`, on a fleet it does not own: `epicenter fleet`
+/// (node loss at 60x) scraped through file_sd; the verdict shows up at /api/v1/verdicts and
+/// as `epicenter_verdict_open` on /metrics.
+#[test]
+fn run_serves_the_live_verdict_over_http() {
+    if !library_available() {
+        return;
+    }
+    use std::io::{Read, Write};
+    let dir = std::env::temp_dir().join(format!("epicenter-live-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let targets = dir.join("targets.json");
+    struct Guard(Vec<std::process::Child>);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            for child in &mut self.0 {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+    let fleet = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args([
+            "fleet",
+            "--scenario",
+            "redis-node-loss",
+            "--speed",
+            "60",
+            "--targets-file",
+        ])
+        .arg(&targets)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut guard = Guard(vec![fleet]);
+    assert!((0..200).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::fs::read_to_string(&targets).is_ok_and(|text| text.trim_end().ends_with(']'))
+    }));
+    let server = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let config = dir.join("run.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global: {{scrape_interval: 200ms, scrape_timeout: 150ms}}\nserver: {{listen_address: '{server}'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}']}}]\nstorage:\n  embedded: {{path: '{}'}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\n    - {{caller: gateway, callee: voice, same_dc: true}}\n    - {{caller: voice, callee: media, same_dc: true}}\n",
+            targets.display(),
+            dir.join("data").display()
+        ),
+    )
+    .unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["run", "--for", "14s", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    guard.0.push(run);
+    let get = |path: &str| -> String {
+        let Ok(mut stream) = std::net::TcpStream::connect(&server) else {
+            return String::new();
+        };
+        let _ = write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\n\r\n"
+        );
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        response
+    };
+    let mut found = None;
+    for _ in 0..130 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let response = get("/api/v1/verdicts");
+        if let Some((_, body)) = response.split_once("\r\n\r\n") {
+            let body = body.trim_start_matches(|c: char| c.is_ascii_hexdigit() || c == '\r' || c == '\n');
+            let end = body.rfind('}').map_or(0, |at| at + 1);
+            if let Ok(document) = serde_json::from_str::<serde_json::Value>(&body[..end]) {
+                if !document["data"]["open"].is_null() {
+                    found = Some(document);
+                    break;
+                }
+            }
+        }
+    }
+    let document = found.expect("no open verdict within 13 s");
+    let open = &document["data"]["open"];
+    assert_eq!(open["kind"], "node_loss", "{open}");
+    assert_eq!(open["dc"], "dc-2", "{open}");
+    assert_eq!(open["hosts"][0], "dc-2-host-3", "{open}");
+    assert_eq!(document["data"]["history"][0]["state"], "opened");
+    let metrics = get("/metrics");
+    assert!(
+        metrics.contains(
+            "epicenter_verdict_open{dc=\"dc-2\",host=\"dc-2-host-3\",kind=\"node_loss\",service=\"redis\"} 1"
+        ),
+        "{metrics}"
+    );
+    let mut run = guard.0.pop().unwrap();
+    let status = run.wait().unwrap();
+    let mut stdout = String::new();
+    run.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        stdout.contains("epicenter: VERDICT opened: node_loss of redis-2-1"),
+        "{stdout}"
+    );
+    drop(guard);
+    let _ = std::fs::remove_dir_all(&dir);
 }

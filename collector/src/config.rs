@@ -44,6 +44,52 @@ pub struct Config {
     /// epicenter's own HTTP server (`/metrics`, `/healthz`, `/readyz`, `/api/v1/targets`).
     #[serde(default)]
     pub server: ServerConfig,
+    /// The detector: service dependencies, signal rules, how often it judges.
+    #[serde(default)]
+    pub detector: DetectorConfig,
+}
+
+/// `detector`: what the root-cause detector needs to know (docs/detector.md).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DetectorConfig {
+    /// Run the detector on what is scraped. Default true.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Which service calls which (by the placement `service` label): faults spread to
+    /// callers, load to callees.
+    #[serde(default)]
+    pub dependencies: Vec<DependencyConfig>,
+    /// Signal rules file (the shape of rules/signals.yml); default the shipped rules.
+    #[serde(default)]
+    pub rules_file: Option<PathBuf>,
+    /// How often the detector judges what arrived. Default: `global.scrape_interval`.
+    #[serde(default)]
+    pub interval: Option<PromDuration>,
+}
+
+impl Default for DetectorConfig {
+    fn default() -> Self {
+        DetectorConfig {
+            enabled: true,
+            dependencies: Vec::new(),
+            rules_file: None,
+            interval: None,
+        }
+    }
+}
+
+/// One `detector.dependencies` entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DependencyConfig {
+    /// Calling service.
+    pub caller: String,
+    /// Called service.
+    pub callee: String,
+    /// Calls stay within the caller's datacenter. Default false.
+    #[serde(default)]
+    pub same_dc: bool,
 }
 
 /// `server`: where epicenter's own HTTP endpoints listen.

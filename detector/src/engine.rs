@@ -119,8 +119,13 @@ pub struct Settings {
     pub confirm_rounds: u32,
     /// Quiet rounds after which an open verdict resolves. Default 6.
     pub resolve_rounds: u32,
-    /// Smallest leader score that opens a verdict. Default 4.
+    /// Smallest leader score that opens a verdict after `confirm_rounds`. Default 4.
     pub min_score: f64,
+    /// Weaker evidence, from this fraction of `min_score`, opens a verdict once the same
+    /// leader has led for `weak_rounds`. Default 0.6.
+    pub weak_score: f64,
+    /// Rounds weaker evidence must last. Default 6.
+    pub weak_rounds: u32,
 }
 
 impl Default for Settings {
@@ -130,6 +135,8 @@ impl Default for Settings {
             confirm_rounds: 2,
             resolve_rounds: 6,
             min_score: 4.0,
+            weak_score: 0.6,
+            weak_rounds: 6,
         }
     }
 }
@@ -465,9 +472,11 @@ impl Detector {
 
     fn lifecycle(&mut self, assessment: &mut Assessment) {
         let leader = assessment.candidates.first().cloned();
-        let strong = leader
-            .as_ref()
-            .is_some_and(|leader| leader.score >= self.settings.min_score);
+        // Strong evidence opens after `confirm_rounds`; weaker evidence (from `weak_score`)
+        // must persist for `weak_rounds` with the same leader.
+        let weak = self.settings.min_score * self.settings.weak_score;
+        let strong = leader.as_ref().is_some_and(|leader| leader.score >= weak);
+        let leader_score = leader.as_ref().map_or(0.0, |leader| leader.score);
         if strong {
             self.quiet_rounds = 0;
             let name = leader
@@ -480,7 +489,12 @@ impl Detector {
             };
             self.leader = Some((name, rounds));
             let kind = self.kind(&assessment.anomalies, &assessment.candidates);
-            let confirmed = rounds >= self.settings.confirm_rounds && kind.as_deref() != Some("transient");
+            let enough = if leader_score >= self.settings.min_score {
+                rounds >= self.settings.confirm_rounds
+            } else {
+                rounds >= self.settings.weak_rounds
+            };
+            let confirmed = enough && kind.as_deref() != Some("transient");
             if confirmed || self.open.is_some() {
                 let mut verdict = self.verdict(assessment, kind.unwrap_or_else(|| "unknown".to_string()));
                 if let Some(open) = &self.open {
@@ -525,9 +539,14 @@ impl Detector {
             "voice" if has(Class::Saturation) => "mailbox_overload",
             "gateway" => "session_loss",
             _ if has(Class::Restart) => {
-                let lasting = own
-                    .iter()
-                    .any(|a| matches!(a.class, Class::Latency | Class::Saturation | Class::Errors) && a.rounds >= 3);
+                // A cold start is trouble that outlasts the restart: still at least twice the
+                // baseline four rounds on (score 10 on a 10 %-of-median scale). A pre-warmed
+                // deploy's blip is over by then.
+                let lasting = own.iter().any(|a| {
+                    matches!(a.class, Class::Latency | Class::Saturation | Class::Errors)
+                        && a.rounds >= 4
+                        && a.score >= 10.0
+                });
                 if lasting {
                     "cold_start"
                 } else {

@@ -328,6 +328,19 @@ pub(crate) fn render(fleet: &Fleet, index: usize) -> String {
                 &hikari,
                 db.max_wait.max(0.000_2),
             );
+            out.family("hikaricp_connections_usage_seconds", "summary", "Connection usage time");
+            out.sample(
+                "hikaricp_connections_usage_seconds_count",
+                &hikari,
+                view.db_usage.0.floor(),
+            );
+            out.sample("hikaricp_connections_usage_seconds_sum", &hikari, view.db_usage.1);
+            out.family(
+                "hikaricp_connections_usage_seconds_max",
+                "gauge",
+                "Connection usage time",
+            );
+            out.sample("hikaricp_connections_usage_seconds_max", &hikari, view.db_usage.2);
             let gc = [
                 ("action", "end of minor GC"),
                 ("cause", "G1 Evacuation Pause"),

@@ -134,6 +134,8 @@ pub(crate) struct Backend {
     gc_max: f64,
     db_pool: Pool,
     db_timeouts: f64,
+    /// HikariCP usage: connections returned, seconds held in total, longest hold.
+    db_usage: (f64, f64, f64),
 }
 
 /// State of an API instance.
@@ -607,6 +609,9 @@ impl Fleet {
             pool.command_sum += queries * db_wait;
             pool.borrowed += db_served;
             backend.db_timeouts += queries * db_fail;
+            backend.db_usage.0 += db_served;
+            backend.db_usage.1 += db_served * query_hold;
+            backend.db_usage.2 = query_hold * 1.5;
             if let Some(at) = db_slot {
                 db_active[at] += pool.active;
                 db_commits[at] += db_served;
@@ -1057,6 +1062,7 @@ pub(crate) struct BackendView<'a> {
     pub(crate) gc: (f64, f64, f64),
     pub(crate) db_pool: PoolView,
     pub(crate) db_timeouts: f64,
+    pub(crate) db_usage: (f64, f64, f64),
     pub(crate) pools: Vec<PoolView>,
 }
 
@@ -1084,6 +1090,7 @@ impl Backend {
             gc: (self.gc_count, self.gc_sum, self.gc_max),
             db_pool: PoolView::of(&self.db_pool),
             db_timeouts: self.db_timeouts,
+            db_usage: self.db_usage,
             pools: self.pools.iter().map(PoolView::of).collect(),
         }
     }

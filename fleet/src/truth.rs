@@ -33,8 +33,22 @@ pub fn ground_truth(fleet: &Fleet) -> Vec<Truth> {
         .faults
         .iter()
         .map(|fault| {
-            let picked = fleet.select(fault);
+            let mut picked = fleet.select(fault);
             let instances = fleet.instances();
+            // A session loss is triggered at the gateways and bottlenecks at the datacenter's
+            // voice-state supervisor: the truth names both.
+            if fault.kind == crate::scenario::FaultKind::SessionLoss {
+                let dcs: Vec<String> = picked.iter().map(|&index| instances[index].dc.clone()).collect();
+                picked.extend(
+                    instances
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, instance)| {
+                            instance.service == crate::model::Service::Voice && dcs.contains(&instance.dc)
+                        })
+                        .map(|(index, _)| index),
+                );
+            }
             let mut dcs: Vec<String> = picked.iter().map(|&index| instances[index].dc.clone()).collect();
             let mut hosts: Vec<String> = picked.iter().map(|&index| instances[index].host.clone()).collect();
             let mut names: Vec<String> = picked.iter().map(|&index| instances[index].name.clone()).collect();

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 /// Version of the schema these statements create.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The statements that create (or confirm) the schema in `database`, in order.
 pub fn statements(database: &str, retention: Duration) -> Vec<String> {
@@ -83,6 +83,42 @@ pub fn statements(database: &str, retention: Duration) -> Vec<String> {
                    count() AS count, argMaxState(value, time) AS last
             FROM {database}.samples
             GROUP BY minute, metric, dc, host, service, series_id"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {database}.anomalies (
+                time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
+                instance LowCardinality(String),
+                dc LowCardinality(String),
+                host LowCardinality(String),
+                service LowCardinality(String),
+                metric LowCardinality(String),
+                class LowCardinality(String),
+                peer LowCardinality(String),
+                score Float64,
+                onset DateTime64(3, 'UTC')
+            ) ENGINE = MergeTree
+            PARTITION BY toDate(time)
+            ORDER BY (time, instance)
+            TTL toDateTime(time) + toIntervalSecond({ttl_seconds})"
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {database}.verdicts (
+                time DateTime64(3, 'UTC'),
+                id String,
+                state LowCardinality(String),
+                kind LowCardinality(String),
+                dc LowCardinality(String),
+                hosts Array(String),
+                service LowCardinality(String),
+                instances Array(String),
+                confidence Float64,
+                onset DateTime64(3, 'UTC'),
+                opened DateTime64(3, 'UTC'),
+                evidence String
+            ) ENGINE = MergeTree
+            PARTITION BY toDate(time)
+            ORDER BY (time, id)
+            TTL toDateTime(time) + toIntervalSecond({ttl_seconds})"
         ),
         // A changed `storage.retention` applies to existing tables too, from their next merges
         // on (not by rewriting every part at start-up).
