@@ -24,6 +24,11 @@ pub(crate) struct EvalArgs {
     #[arg(value_name = "SCENARIO")]
     scenarios: Vec<String>,
 
+    /// Evaluate on a dataset instead of scenarios: `petshop` (the PetShop root-cause dataset;
+    /// the one argument is its folder, holding high_traffic/, low_traffic/, …).
+    #[arg(long, value_name = "NAME")]
+    dataset: Option<String>,
+
     /// Print the results as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -279,6 +284,9 @@ pub(crate) fn evaluate(scenario: &Scenario, rules: Vec<rules::Rule>, trace: bool
 
 /// Runs `epicenter eval`.
 pub(crate) fn run(args: &EvalArgs) -> ExitCode {
+    if let Some(dataset) = &args.dataset {
+        return run_dataset(dataset, args);
+    }
     let rules_text = match &args.rules {
         Some(path) => match std::fs::read_to_string(path) {
             Ok(text) => text,
@@ -451,4 +459,46 @@ fn truncate(text: &str, width: usize) -> String {
         let cut: String = text.chars().take(width - 1).collect();
         format!("{cut}…")
     }
+}
+
+fn run_dataset(dataset: &str, args: &EvalArgs) -> ExitCode {
+    if dataset != "petshop" {
+        eprintln!("error: --dataset {dataset}: the datasets known are: petshop");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    let [dir] = args.scenarios.as_slice() else {
+        eprintln!(
+            "error: --dataset petshop takes one argument: the dataset's folder (e.g. ../shared/datasets/petshop)"
+        );
+        return ExitCode::from(EXIT_CONFIG);
+    };
+    let rows = match crate::petshop::evaluate(std::path::Path::new(dir)) {
+        Ok(rows) => rows,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
+        return ExitCode::SUCCESS;
+    }
+    println!("PetShop root-cause dataset (Amazon Science, CC-BY-4.0): recall of the root-cause component");
+    println!(
+        "{:<20} {:<6} {:<13} {:>6} {:>6} {:>6} {:>14}",
+        "setting", "split", "issue metric", "issues", "top-1", "top-3", "paper's best top-1"
+    );
+    for row in &rows {
+        println!(
+            "{:<20} {:<6} {:<13} {:>6} {:>6.2} {:>6.2} {:>14}",
+            row.setting,
+            row.split,
+            row.metric,
+            row.issues,
+            row.top1,
+            row.top3,
+            row.paper_top1.map_or("-".to_string(), |value| format!("{value:.2}"))
+        );
+    }
+    ExitCode::SUCCESS
 }

@@ -6,6 +6,7 @@ mod demo;
 mod eval;
 mod fleet;
 mod live;
+mod petshop;
 mod run;
 mod server;
 mod sql;
@@ -71,6 +72,7 @@ enum Command {
     /// Examples:
     ///   epicenter eval                        # every shipped scenario
     ///   epicenter eval redis-node-loss my.yml --json
+    ///   epicenter eval --dataset petshop ../shared/datasets/petshop
     #[command(verbatim_doc_comment)]
     Eval(eval::EvalArgs),
 

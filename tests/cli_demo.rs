@@ -746,3 +746,70 @@ fn run_serves_the_live_verdict_over_http() {
     drop(guard);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Hundreds of instances, one port each: a 4-datacenter fleet of 352 instances starts, lists
+/// every target, and each answers with its own exposition.
+#[test]
+fn a_fleet_of_hundreds_of_instances_serves_every_one() {
+    let dir = std::env::temp_dir().join(format!("epicenter-big-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario = dir.join("big.yml");
+    std::fs::write(
+        &scenario,
+        "name: big\nfleet:\n  datacenters: 4\n  hosts_per_datacenter: 16\n  api: {instances_per_datacenter: 10}\n  backend: {instances_per_datacenter: 50}\n  redis: {nodes_per_datacenter: 6}\n  beam: {gateways_per_datacenter: 10, media_per_datacenter: 10}\n",
+    )
+    .unwrap();
+    let targets = dir.join("targets.json");
+    let child = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["fleet", "--scenario"])
+        .arg(&scenario)
+        .arg("--targets-file")
+        .arg(&targets)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Guard(std::process::Child);
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _guard = Guard(child);
+    assert!((0..400).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        std::fs::read_to_string(&targets).is_ok_and(|text| text.trim_end().ends_with(']'))
+    }));
+    let groups: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&targets).unwrap()).unwrap();
+    // Per datacenter: api 10, backend 50, redis 6, db 1, gateway 10, voice 1, media 10.
+    assert_eq!(groups.len(), 4 * (10 + 50 + 6 + 1 + 10 + 1 + 10));
+    let mut ports = std::collections::BTreeSet::new();
+    for group in &groups {
+        let address = group["targets"][0].as_str().unwrap();
+        assert!(ports.insert(address.to_string()), "{address} twice");
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(address).unwrap();
+        write!(
+            stream,
+            "GET /metrics HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        assert!(response.starts_with("HTTP/1.1 200"), "{address}: {response}");
+        let pod = group["labels"]["pod"].as_str().unwrap();
+        let family = match group["labels"]["service"].as_str().unwrap() {
+            "api" => "http_requests_total{",
+            "backend" => "jetty_threads_busy ",
+            "redis" => "redis_up ",
+            "db" => "pg_up ",
+            "gateway" => "gateway_sessions ",
+            "voice" => "erlang_vm_process_message_queue_len{",
+            "media" => "media_rpc_received_total ",
+            other => panic!("unexpected service {other}"),
+        };
+        assert!(response.contains(family), "{pod}: no {family}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

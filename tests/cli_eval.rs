@@ -143,3 +143,37 @@ fn scenarios_written_outside_the_repository_meet_it_too() {
         .unwrap();
     assert_eq!(healthy["false_verdicts"].as_u64(), Some(0), "{healthy}");
 }
+
+/// The PetShop harness reads every issue of the dataset in ../shared (training split here)
+/// and reports recall per setting and issue metric beside the paper's figure.
+#[test]
+fn petshop_issues_are_all_scored() {
+    let dir = std::env::var_os("EPICENTER_SHARED")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared")))
+        .join("datasets/petshop");
+    if !dir.is_dir() {
+        assert!(std::env::var_os("CI").is_none(), "{} missing in CI", dir.display());
+        eprintln!("SKIPPED for lack of test data: {} not found", dir.display());
+        return;
+    }
+    let report = eval(&["--dataset", "petshop", dir.to_str().unwrap()]);
+    let rows = report.as_array().unwrap();
+    let issues: u64 = rows.iter().map(|row| row["issues"].as_u64().unwrap()).sum();
+    let on_disk = ["high_traffic", "low_traffic", "temporal_traffic1", "temporal_traffic2"]
+        .iter()
+        .flat_map(|setting| ["train", "test"].map(|split| dir.join(setting).join(split)))
+        .filter_map(|split| std::fs::read_dir(split).ok())
+        .map(|entries| entries.count() as u64)
+        .sum::<u64>();
+    assert_eq!(issues, on_disk);
+    for row in rows {
+        let (top1, top3) = (row["top1"].as_f64().unwrap(), row["top3"].as_f64().unwrap());
+        assert!((0.0..=1.0).contains(&top1) && top3 >= top1, "{row}");
+    }
+    let latency_low = rows
+        .iter()
+        .find(|row| row["setting"] == "low_traffic" && row["metric"] == "latency")
+        .unwrap();
+    assert_eq!(latency_low["paper_top1"].as_f64(), Some(0.57));
+}
