@@ -17,8 +17,8 @@ use crate::run::{open_store, runtime, serve, Store, EXIT_CONFIG};
 #[derive(Args, Debug)]
 pub(crate) struct DemoArgs {
     /// A shipped scenario (redis-node-loss, redis-slow-node, backend-cold-start,
-    /// db-pool-exhaustion, api-retry-storm, dc-network-degradation, healthy) or a scenario
-    /// file (docs/scenarios.md).
+    /// db-pool-exhaustion, api-retry-storm, dc-network-degradation, zone-session-loss,
+    /// healthy) or a scenario file (docs/scenarios.md).
     #[arg(long, default_value = "redis-node-loss", value_name = "NAME|FILE")]
     scenario: String,
 
@@ -30,7 +30,8 @@ pub(crate) struct DemoArgs {
     #[arg(long)]
     keep_running: bool,
 
-    /// Embedded store directory (where `epicenter sql` looks by default).
+    /// Embedded store directory (where `epicenter sql` looks by default; for another one,
+    /// `epicenter sql --data DIR`).
     #[arg(long, default_value = "./data", value_name = "DIR")]
     data: PathBuf,
 }
@@ -45,8 +46,12 @@ pub(crate) fn run(args: &DemoArgs) -> ExitCode {
         }
     };
     if let Some(speed) = args.speed {
-        if !(speed.is_finite() && speed > 0.0 && speed <= 1000.0) {
-            eprintln!("error: --speed {speed}: must be in (0, 1000]");
+        if !(speed.is_finite() && speed > 0.0 && speed <= scenario.max_speed()) {
+            eprintln!(
+                "error: --speed {speed}: must be above 0 and at most {} for this scenario (its {} scrape interval must stay at least 100 ms of wall time)",
+                scenario.max_speed(),
+                scenario.scrape_interval
+            );
             return ExitCode::from(EXIT_CONFIG);
         }
         scenario.speed = speed;
@@ -84,10 +89,6 @@ pub(crate) fn run(args: &DemoArgs) -> ExitCode {
         Err(code) => return code,
     };
     let truth = fleet.ground_truth();
-    if let Err(error) = write_truth(&store, &runtime, &truth) {
-        eprintln!("error: writing the ground truth: {error}");
-        return ExitCode::from(1);
-    }
     let wall_seconds = scenario.duration.0.as_secs_f64() / scenario.speed;
     println!(
         "epicenter demo: scenario '{}': {}\n  {} instances ({} datacenters), {} simulated at {}x speed (about {:.0} s), scraped every {} simulated ({:?} wall) into {}",
@@ -131,6 +132,24 @@ pub(crate) fn run(args: &DemoArgs) -> ExitCode {
     let code = runtime.block_on(serve(config, jobs, store.clone(), run_for));
     let _ = stop_fleet.send(true);
     timeline.abort();
+    // Only faults that started before the run stopped happened; one cut short ends there.
+    let reached_ms = start_ms + *fleet.clock.borrow() as i64 * 1000;
+    let truth: Vec<Truth> = truth
+        .into_iter()
+        .filter(|fault| fault.onset_ms <= reached_ms)
+        .map(|mut fault| {
+            if fault.end_ms.is_none_or(|end| end > reached_ms)
+                && reached_ms < start_ms + scenario.duration.0.as_millis() as i64
+            {
+                fault.end_ms = Some(reached_ms);
+            }
+            fault
+        })
+        .collect();
+    if let Err(error) = write_truth(&store, &runtime, &truth) {
+        eprintln!("error: writing the ground truth: {error}");
+        return ExitCode::from(1);
+    }
     summary(&store, &runtime, &scenario, &truth, start_ms);
     code
 }
@@ -298,7 +317,12 @@ fn summary(store: &Store, runtime: &tokio::runtime::Runtime, scenario: &Scenario
         println!("Verdicts opened: {}", opened.len());
     } else {
         println!("\nGround truth (table ground_truth):");
-        print!("{}", ask("SELECT scenario, kind, service, dcs, hosts, instances, onset FROM ground_truth ORDER BY onset DESC LIMIT 5"));
+        print!(
+            "{}",
+            ask(&format!(
+                "SELECT scenario, kind, service, dcs, hosts, instances, onset FROM ground_truth WHERE onset >= fromUnixTimestamp64Milli({start_ms}) ORDER BY onset"
+            ))
+        );
         let fault = &truth[0];
         match opened
             .iter()
@@ -321,7 +345,7 @@ fn summary(store: &Store, runtime: &tokio::runtime::Runtime, scenario: &Scenario
             None => println!("\nThe detector opened no verdict after the fault."),
         }
     }
-    println!("\nVerdicts are in the table `verdicts`, anomalies in `anomalies`. Explore with `epicenter sql` (add --config if you used --data):");
+    println!("\nVerdicts are in the table `verdicts`, anomalies in `anomalies`. Explore with `epicenter sql` (add --data DIR if you used --data):");
     let kind = truth.first().map_or("none", |fault| fault.kind.as_str());
     for query in suggested_queries(kind, &scenario.name) {
         println!("  epicenter sql \"{query}\"");
@@ -343,7 +367,7 @@ fn suggested_queries(kind: &str, scenario: &str) -> Vec<String> {
     };
     vec![
         specific,
-        format!("SELECT service, dc, host, min(up) AS ever_down, round(max(duration_seconds), 3) AS slowest_scrape_seconds FROM scrapes GROUP BY service, dc, host ORDER BY ever_down, service, host"),
+        format!("SELECT service, dc, host, countIf(up = 0) AS failed_scrapes, round(max(duration_seconds), 3) AS slowest_scrape_seconds FROM scrapes WHERE job = service GROUP BY service, dc, host ORDER BY failed_scrapes DESC, service, host"),
         "SELECT scenario, kind, dcs, hosts, instances, onset FROM ground_truth ORDER BY onset DESC LIMIT 5".to_string(),
     ]
 }

@@ -96,13 +96,22 @@ fn scores_of(hosts: &[String], dcs: &[String], truth: &Truth) -> Scores {
     }
 }
 
+/// What a verdict said, in short.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct VerdictSummary {
+    pub(crate) kind: String,
+    pub(crate) dc: String,
+    /// Hosts, most likely first (at most 3).
+    pub(crate) hosts: Vec<String>,
+}
+
 /// One scenario's result.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct ScenarioResult {
     pub(crate) scenario: String,
     pub(crate) truth: Vec<Truth>,
-    /// Kind, dc and hosts of the first verdict after the onset.
-    pub(crate) verdict: Option<(String, String, Vec<String>)>,
+    /// The first verdict after the onset.
+    pub(crate) verdict: Option<VerdictSummary>,
     pub(crate) epicenter: Scores,
     pub(crate) robust_z: Scores,
     pub(crate) pagerank: Scores,
@@ -260,11 +269,11 @@ pub(crate) fn evaluate(scenario: &Scenario, rules: Vec<rules::Rule>, trace: bool
             };
             (
                 scores_of(&verdict.hosts, &dcs, first_truth),
-                Some((
-                    verdict.kind.clone(),
-                    verdict.dc.clone(),
-                    verdict.hosts.iter().take(3).cloned().collect(),
-                )),
+                Some(VerdictSummary {
+                    kind: verdict.kind.clone(),
+                    dc: verdict.dc.clone(),
+                    hosts: verdict.hosts.iter().take(3).cloned().collect(),
+                }),
             )
         }
         None => (Scores::default(), None),
@@ -300,7 +309,12 @@ pub(crate) fn run(args: &EvalArgs) -> ExitCode {
     let parsed_rules = match rules::parse(&rules_text) {
         Ok(rules) => rules,
         Err(error) => {
-            eprintln!("error: rules: {error}");
+            eprintln!(
+                "error: rules {}: {error}",
+                args.rules
+                    .as_ref()
+                    .map_or("(shipped)".to_string(), |path| path.display().to_string())
+            );
             return ExitCode::from(EXIT_CONFIG);
         }
     };
@@ -402,8 +416,8 @@ fn print_table(results: &[ScenarioResult], summary: &Summary) {
         let truth = result.truth.first().map_or("none".to_string(), |t| {
             format!("{} {}: {}", t.kind, t.dcs.join(","), t.hosts.join(","))
         });
-        let verdict = result.verdict.as_ref().map_or("none".to_string(), |(kind, dc, hosts)| {
-            format!("{kind} {dc}: {}", hosts.join(","))
+        let verdict = result.verdict.as_ref().map_or("none".to_string(), |v| {
+            format!("{} {}: {}", v.kind, v.dc, v.hosts.join(","))
         });
         let ttd = result
             .intervals_to_detect

@@ -36,8 +36,12 @@ pub(crate) fn run(args: &FleetArgs) -> ExitCode {
         }
     };
     if let Some(speed) = args.speed {
-        if !(speed.is_finite() && speed > 0.0 && speed <= 1000.0) {
-            eprintln!("error: --speed {speed}: must be in (0, 1000]");
+        if !(speed.is_finite() && speed > 0.0 && speed <= scenario.max_speed()) {
+            eprintln!(
+                "error: --speed {speed}: must be above 0 and at most {} for this scenario (its {} scrape interval must stay at least 100 ms of wall time)",
+                scenario.max_speed(),
+                scenario.scrape_interval
+            );
             return ExitCode::from(EXIT_CONFIG);
         }
         scenario.speed = speed;

@@ -220,6 +220,9 @@ pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for:
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    let bound = listener
+        .local_addr()
+        .map_or_else(|_| config.server.listen_address.clone(), |address| address.to_string());
     let mut server_shutdown = shutdown.clone();
     let router = app(state.clone());
     let server = tokio::spawn(async move {
@@ -313,7 +316,7 @@ pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for:
         } else {
             format!("{target_count} static targets")
         },
-        config.server.listen_address,
+        bound,
         match run_for {
             Some(duration) => format!("stopping after {duration:?}"),
             None => "Ctrl-C stops".to_string(),

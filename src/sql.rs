@@ -12,7 +12,8 @@ use crate::run::{load_config, open_store, runtime};
 /// Arguments of `epicenter sql`.
 #[derive(Args, Debug)]
 pub(crate) struct SqlArgs {
-    /// The query, in ClickHouse SQL. Tables: samples, scrapes, samples_1m (docs/schema.md).
+    /// The query, in ClickHouse SQL. Tables: samples, scrapes, samples_1m, anomalies,
+    /// verdicts, ground_truth (docs/schema.md).
     #[arg(value_name = "QUERY")]
     query: String,
 
@@ -20,6 +21,11 @@ pub(crate) struct SqlArgs {
     /// embedded store in ./data.
     #[arg(long, short, value_name = "FILE")]
     config: Option<PathBuf>,
+
+    /// The embedded store's directory, instead of ./data or the configuration's (e.g. the
+    /// `--data` of `epicenter demo`).
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
 
     /// Any ClickHouse output format: PrettyCompactMonoBlock (default, a readable table),
     /// TabSeparated, CSV, JSONEachRow, Markdown, …
@@ -36,6 +42,11 @@ pub(crate) fn run(args: &SqlArgs) -> ExitCode {
         },
         None => Config::default(),
     };
+    let mut config = config;
+    if let Some(data) = &args.data {
+        config.storage.clickhouse = None;
+        config.storage.embedded = Some(epicenter_collector::config::EmbeddedConfig { path: data.clone() });
+    }
     if config.storage.clickhouse.is_none() {
         let path = config.storage.embedded_path();
         if !path.exists() {

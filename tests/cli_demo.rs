@@ -164,8 +164,8 @@ fn node_loss_storms_the_surviving_nodes_within_two_intervals() {
     assert!(run.stdout.contains("redis-2-1 on dc-2-host-3"), "{}", run.stdout);
     // An empty result is said, on stderr, in the default (pretty) format.
     let empty = Command::new(env!("CARGO_BIN_EXE_epicenter"))
-        .args(["sql", "--config"])
-        .arg(&run.config)
+        .args(["sql", "--data"])
+        .arg(run.dir.join("data"))
         .arg("SELECT metric FROM samples WHERE metric = 'no_such_metric'")
         .output()
         .unwrap();
@@ -584,7 +584,7 @@ fn session_loss_runs_one_supervisors_mailbox_away() {
 }
 
 /// The healthy scenario, shortened to one simulated hour (deploys at 20 and 40 minutes) and
-/// run at 200x: every scrape up, the deploys visible as restarts, and nothing else moving.
+/// run at 150x (the fastest its 15 s interval allows): every scrape up, the deploys visible as restarts, and nothing else moving.
 #[test]
 fn a_healthy_fleet_with_deploys_stores_no_trouble() {
     if !library_available() {
@@ -598,9 +598,9 @@ fn a_healthy_fleet_with_deploys_stores_no_trouble() {
     assert_ne!(short, shipped);
     let file = std::env::temp_dir().join(format!("epicenter-healthy-{}.yml", std::process::id()));
     std::fs::write(&file, short).unwrap();
-    let run = demo_at("healthy", file.to_str().unwrap(), 200);
+    let run = demo_at("healthy", file.to_str().unwrap(), 150);
     std::fs::remove_file(&file).unwrap();
-    // At 200x a scrape has 80 ms: on a busy machine one in a thousand may time out, which is
+    // At 150x a scrape has 80 ms: on a busy machine one in a thousand may time out, which is
     // the collector's health, not the fleet's.
     let scrapes = sql(&run.config, "SELECT count(), avg(up) FROM scrapes");
     assert!(scrapes[0][0].parse::<u64>().unwrap() > 1000, "{scrapes:?}");

@@ -143,6 +143,12 @@ pub fn parse(text: &str) -> Result<Vec<Rule>, RulesError> {
         path: error.path().to_string(),
         message: error.into_inner().to_string(),
     })?;
+    if file.signals.is_empty() {
+        return Err(RulesError {
+            path: "signals".to_string(),
+            message: "no signal rules: the detector would see nothing (rules/signals.yml shows the shape)".to_string(),
+        });
+    }
     file.signals
         .into_iter()
         .enumerate()
@@ -163,4 +169,29 @@ pub fn parse(text: &str) -> Result<Vec<Rule>, RulesError> {
             Ok(Rule { spec, peer_regex })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_rules_parse_and_mistakes_name_their_entry() {
+        let rules = parse(SHIPPED).unwrap();
+        assert!(rules.len() > 20);
+        let remote = rules
+            .iter()
+            .find(|rule| rule.spec.metric == "lettuce_command_completion_seconds")
+            .unwrap();
+        let labels: BTreeMap<String, String> = [("remote".to_string(), "redis/redis-2-1:6379".to_string())].into();
+        assert_eq!(remote.peer(&labels).as_deref(), Some("redis-2-1"));
+        assert_eq!(parse("signals: []\n").unwrap_err().path, "signals");
+        let bad = parse(
+            "signals:\n  - {metric: x, kind: gauge, class: errors, bad: up, floor: 1, peer: {label: p, regex: '('}}\n",
+        )
+        .unwrap_err();
+        assert_eq!(bad.path, "signals[0].peer.regex");
+        let floor = parse("signals:\n  - {metric: x, kind: gauge, class: errors, bad: up, floor: 0}\n").unwrap_err();
+        assert_eq!(floor.path, "signals[0].floor");
+    }
 }

@@ -491,14 +491,16 @@ impl Scenario {
         let deserializer = serde_norway::Deserializer::from_str(text);
         let scenario: Scenario = serde_path_to_error::deserialize(deserializer).map_err(|error| {
             let path = error.path().to_string();
-            // serde_norway's message carries the line and column.
-            let inner = error.into_inner();
+            // serde_norway's message carries the line and column, and sometimes the path.
+            let inner = error.into_inner().to_string();
+            let message = inner.strip_prefix(&format!("{path}: ")).unwrap_or(&inner).to_string();
             ScenarioError {
                 path: if path == "." { "scenario".to_string() } else { path },
-                message: inner.to_string(),
+                message,
             }
         })?;
         scenario.check()?;
+        scenario.check_selections()?;
         Ok(scenario)
     }
 
@@ -520,6 +522,39 @@ impl Scenario {
         })
     }
 
+    /// Checks what needs the fleet's topology: every fault and operation selects at least one
+    /// instance. Errors name the selector's path.
+    pub fn check_selections(&self) -> Result<(), ScenarioError> {
+        let fleet = crate::model::Fleet::new(self, 0);
+        for (index, fault) in self.faults.iter().enumerate() {
+            if fleet.select(fault).is_empty() {
+                return Err(ScenarioError {
+                    path: format!("faults[{index}].select"),
+                    message: format!(
+                        "selects no {} instance in this fleet (names are <service>-<dc number>-<n>, e.g. {}-1-1; docs/scenarios.md)",
+                        fault.kind.service(),
+                        fault.kind.service()
+                    ),
+                });
+            }
+        }
+        for (index, operation) in self.operations.iter().enumerate() {
+            if fleet.select_by(&operation.select, "backend").is_empty() {
+                return Err(ScenarioError {
+                    path: format!("operations[{index}].select"),
+                    message: "selects no backend instance in this fleet".to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The highest speed at which the scrape interval stays at least 100 ms of wall time
+    /// (faster, a collector on a small machine misses rounds).
+    pub fn max_speed(&self) -> f64 {
+        (self.scrape_interval.0.as_secs_f64() * 10.0).min(1000.0)
+    }
+
     fn check(&self) -> Result<(), ScenarioError> {
         let fail = |path: &str, message: String| {
             Err(ScenarioError {
@@ -535,6 +570,17 @@ impl Scenario {
         }
         if self.scrape_interval.0 < Duration::from_secs(1) {
             return fail("scrape_interval", "must be at least 1s".into());
+        }
+        if self.speed > self.max_speed() {
+            return fail(
+                "speed",
+                format!(
+                    "{} is faster than {} (the {} scrape interval must stay at least 100 ms of wall time)",
+                    self.speed,
+                    self.max_speed(),
+                    self.scrape_interval
+                ),
+            );
         }
         let shape = &self.fleet;
         for (path, value, max) in [

@@ -250,6 +250,28 @@ fn scenario_mistakes_name_their_path() {
     );
     let speed = Scenario::from_yaml("name: x\nspeed: 0\n").unwrap_err().to_string();
     assert_eq!(speed, "speed: 0 must be in (0, 1000]");
+    let fast = Scenario::from_yaml("name: x\nspeed: 200\nscrape_interval: 10s\n")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        fast,
+        "speed: 200 is faster than 100 (the 10s scrape interval must stay at least 100 ms of wall time)"
+    );
+    let nothing =
+        Scenario::from_yaml("name: x\nfaults:\n  - {kind: node_loss, select: {instance: redis-9-9}, at: 1m}\n")
+            .unwrap_err()
+            .to_string();
+    assert!(
+        nothing.starts_with("faults[0].select: selects no redis instance"),
+        "{nothing}"
+    );
+    let unknown_kind = Scenario::from_yaml("name: x\nfaults:\n  - {kind: meteor, select: {}, at: 1m}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        !unknown_kind.contains("faults[0].kind: faults[0].kind"),
+        "{unknown_kind}"
+    );
 }
 
 /// Ground truth follows from the scenario and the placement rule in docs/scenarios.md.
