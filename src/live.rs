@@ -101,10 +101,12 @@ pub(crate) async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     // The samples' clock may run faster than the wall clock (a simulated fleet): the interval
-    // the detector reasons in is measured between one target's scrapes.
+    // the detector reasons in is measured between one target's scrapes, and the detector is
+    // built once the first gaps are known.
     let mut detector: Option<Detector> = None;
     let mut pending: Vec<Batch> = Vec::new();
     let mut previous: HashMap<String, i64> = HashMap::new();
+    let mut gaps: Vec<i64> = Vec::new();
     let mut interval_ms: Option<i64> = None;
     let mut latest_ms = 0i64;
     let mut ticks = tokio::time::interval(tick);
@@ -113,17 +115,22 @@ pub(crate) async fn run(
         tokio::select! {
             batch = inbox.recv() => {
                 let Some(batch) = batch else { return };
+                // The interval is the median of the first gaps between one target's samples
+                // (robust to scheduling jitter); fixed once 30 gaps are known.
                 if let Some(before) = previous.insert(batch.instance.name.clone(), batch.time_ms) {
                     let gap = batch.time_ms - before;
-                    if gap > 0 && interval_ms.is_none_or(|known| gap < known) {
-                        interval_ms = Some(gap);
+                    if gap > 0 && gaps.len() < 30 {
+                        gaps.push(gap);
+                        let mut sorted = gaps.clone();
+                        sorted.sort_unstable();
+                        interval_ms = Some(sorted[sorted.len() / 2]);
                     }
                 }
                 latest_ms = latest_ms.max(batch.time_ms);
                 pending.push(batch);
             }
             _ = ticks.tick() => {
-                let Some(interval) = interval_ms else { continue };
+                let Some(interval) = interval_ms.filter(|_| gaps.len() >= 5) else { continue };
                 let detector = detector.get_or_insert_with(|| {
                     Detector::new(rules.clone(), dependencies.clone(), interval, Settings::default())
                 });

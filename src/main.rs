@@ -7,6 +7,7 @@ mod eval;
 mod fleet;
 mod live;
 mod petshop;
+mod replay;
 mod run;
 mod server;
 mod sql;
@@ -76,6 +77,14 @@ enum Command {
     #[command(verbatim_doc_comment)]
     Eval(eval::EvalArgs),
 
+    /// Recompute anomalies and verdicts from stored samples, for a past period.
+    ///
+    /// Examples:
+    ///   epicenter replay --config epicenter.yml --from 2026-12-01T14:00:00Z --to 2026-12-01T14:30:00Z
+    ///   epicenter replay --data ./demo-data --json
+    #[command(verbatim_doc_comment)]
+    Replay(replay::ReplayArgs),
+
     /// Query the store (ClickHouse SQL) and print the result.
     ///
     /// Examples:
@@ -100,6 +109,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Eval(args) => eval::run(&args),
+        Command::Replay(args) => replay::run(&args),
         Command::Fleet(args) => fleet::run(&args),
         Command::Sql(args) => sql::run(&args),
     }

@@ -162,6 +162,35 @@ fn node_loss_storms_the_surviving_nodes_within_two_intervals() {
         assert_eq!(value_at(points, onset - 10_000), 1.0, "{pod} before the fault");
     }
     assert!(run.stdout.contains("redis-2-1 on dc-2-host-3"), "{}", run.stdout);
+    // Replay from the stored samples agrees with the live detector: same kind, datacenter and
+    // first host, opened within one scrape interval of the live verdict.
+    let live = sql(
+        &run.config,
+        "SELECT kind, dc, hosts[1], toUnixTimestamp64Milli(time) FROM verdicts WHERE state = 'opened' ORDER BY time LIMIT 1",
+    );
+    let replay = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["replay", "--json", "--data"])
+        .arg(run.dir.join("data"))
+        .output()
+        .unwrap();
+    assert!(replay.status.success(), "{}", String::from_utf8_lossy(&replay.stderr));
+    let first: serde_json::Value = serde_json::from_str(
+        String::from_utf8_lossy(&replay.stdout)
+            .lines()
+            .next()
+            .expect("replay found no verdict"),
+    )
+    .unwrap();
+    assert_eq!(first["state"], "opened");
+    assert_eq!(first["verdict"]["kind"].as_str(), Some(live[0][0].as_str()), "{first}");
+    assert_eq!(first["verdict"]["dc"].as_str(), Some(live[0][1].as_str()), "{first}");
+    assert_eq!(
+        first["verdict"]["hosts"][0].as_str(),
+        Some(live[0][2].as_str()),
+        "{first}"
+    );
+    let apart = first["time_ms"].as_i64().unwrap() - live[0][3].parse::<i64>().unwrap();
+    assert!(apart.abs() <= interval, "replay opened {apart} ms from live");
     // An empty result is said, on stderr, in the default (pretty) format.
     let empty = Command::new(env!("CARGO_BIN_EXE_epicenter"))
         .args(["sql", "--data"])
