@@ -140,6 +140,10 @@ pub(crate) async fn run(
                 }
                 let assessment = detector.assess(latest_ms);
                 let instances = detector.instances().clone();
+                let graph = epicenter_detector::reference::graph_document(&instances, detector.dependencies(), &detector.peer_edges());
+                if let Ok(mut slot) = state.graph.lock() {
+                    *slot = Some(graph);
+                }
                 record(&assessment, &instances, &state, &store).await;
             }
             _ = shutdown.changed() => return,

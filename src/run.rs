@@ -209,6 +209,7 @@ pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for:
         telemetry,
         targets: TargetRegistry::default(),
         verdicts: std::sync::Mutex::new(crate::server::VerdictBook::default()),
+        graph: std::sync::Mutex::new(None),
     });
     let listener = match tokio::net::TcpListener::bind(&config.server.listen_address).await {
         Ok(listener) => listener,

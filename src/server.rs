@@ -272,6 +272,8 @@ pub(crate) struct AppState {
     pub(crate) targets: TargetRegistry,
     /// The open verdict and the history of verdict events.
     pub(crate) verdicts: Mutex<VerdictBook>,
+    /// The dependency graph the detector reasons over (after its first round).
+    pub(crate) graph: Mutex<Option<epicenter_detector::reference::GraphDocument>>,
 }
 
 /// What `/api/v1/verdicts` serves.
@@ -303,7 +305,36 @@ pub(crate) fn app(state: Arc<AppState>) -> Router {
         .route("/readyz", get(ready))
         .route("/api/v1/targets", get(targets))
         .route("/api/v1/verdicts", get(verdicts))
+        .route("/api/v1/graph", get(graph))
         .with_state(state)
+}
+
+/// `/api/v1/graph`: the instance dependency graph as JSON (`{"status", "data": {"nodes",
+/// "edges"}}`), or Graphviz DOT with `?format=dot`. 503 before the detector's first round.
+async fn graph(
+    State(state): State<Arc<AppState>>,
+    axum::extract::Query(query): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> axum::response::Response {
+    let document = state
+        .graph
+        .lock()
+        .map(|graph| graph.clone())
+        .unwrap_or_else(|poisoned| poisoned.into_inner().clone());
+    let Some(document) = document else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the detector has not judged a round yet\n",
+        )
+            .into_response();
+    };
+    if query.get("format").map(String::as_str) == Some("dot") {
+        return (
+            [(header::CONTENT_TYPE, "text/vnd.graphviz; charset=utf-8")],
+            epicenter_detector::reference::to_dot(&document),
+        )
+            .into_response();
+    }
+    Json(serde_json::json!({"status": "success", "data": document})).into_response()
 }
 
 /// `/api/v1/verdicts`: `{"status": "success", "data": {"open": …, "history": […]}}`.

@@ -763,6 +763,29 @@ fn run_serves_the_live_verdict_over_http() {
         ),
         "{metrics}"
     );
+    // The dependency graph: 42 instances; backend → redis configured and observed (the pools
+    // name their node); DOT on request.
+    let graph = get("/api/v1/graph");
+    let body = graph.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    let start = body.find('{').unwrap_or(0);
+    let end = body.rfind('}').map_or(0, |at| at + 1);
+    let document: serde_json::Value = serde_json::from_str(&body[start..end]).unwrap();
+    assert_eq!(document["data"]["nodes"].as_array().unwrap().len(), 42);
+    let edges = document["data"]["edges"].as_array().unwrap();
+    assert!(
+        edges
+            .iter()
+            .any(|e| e["caller"] == "backend-1-1" && e["callee"] == "redis-2-1" && e["source"] == "both"),
+        "{document}"
+    );
+    assert!(edges
+        .iter()
+        .all(|e| !(e["caller"] == "backend-1-1" && e["callee"] == "db-2-1")));
+    let dot = get("/api/v1/graph?format=dot");
+    assert!(
+        dot.contains("text/vnd.graphviz") && dot.contains("digraph epicenter {"),
+        "{dot}"
+    );
     let mut run = guard.0.pop().unwrap();
     let status = run.wait().unwrap();
     let mut stdout = String::new();

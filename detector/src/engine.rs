@@ -237,6 +237,18 @@ impl Detector {
         &self.dependencies
     }
 
+    /// Instance-level edges observed in client series: (caller instance, peer instance) for
+    /// every series whose rule names a peer that resolves to a known instance.
+    pub fn peer_edges(&self) -> BTreeSet<(String, String)> {
+        self.signals
+            .values()
+            .filter_map(|entry| {
+                let peer = entry.peer.as_deref().and_then(|peer| self.resolve(peer))?;
+                Some((entry.instance.clone(), peer))
+            })
+            .collect()
+    }
+
     /// Feeds one scrape of `instance` at `time_ms`: `(metric, labels, value)` per sample.
     pub fn observe<'a>(
         &mut self,

@@ -50,6 +50,97 @@ pub fn instance_graph(
     (graph, nodes)
 }
 
+/// The graph a person looks at: instances with their placement, and edges from the service
+/// dependencies (`configured`) and from client series naming a peer (`observed`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct GraphDocument {
+    /// Every instance.
+    pub nodes: Vec<InstanceInfo>,
+    /// Caller → callee edges.
+    pub edges: Vec<GraphEdge>,
+}
+
+/// One edge of [`GraphDocument`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct GraphEdge {
+    /// Calling instance.
+    pub caller: String,
+    /// Called instance.
+    pub callee: String,
+    /// `configured` (from the service dependencies), `observed` (a client series names the
+    /// peer) or `both`.
+    pub source: String,
+}
+
+/// Builds the [`GraphDocument`] from instances, dependencies and observed peer edges.
+pub fn graph_document(
+    instances: &BTreeMap<String, InstanceInfo>,
+    dependencies: &[Dependency],
+    observed: &std::collections::BTreeSet<(String, String)>,
+) -> GraphDocument {
+    let (graph, _) = instance_graph(instances, dependencies);
+    let mut edges: BTreeMap<(String, String), &str> = BTreeMap::new();
+    for edge in graph.edge_indices() {
+        if let Some((a, b)) = graph.edge_endpoints(edge) {
+            edges.insert((graph[a].clone(), graph[b].clone()), "configured");
+        }
+    }
+    for (caller, callee) in observed {
+        let entry = edges.entry((caller.clone(), callee.clone())).or_insert("observed");
+        if *entry == "configured" {
+            *entry = "both";
+        }
+    }
+    GraphDocument {
+        nodes: instances.values().cloned().collect(),
+        edges: edges
+            .into_iter()
+            .map(|((caller, callee), source)| GraphEdge {
+                caller,
+                callee,
+                source: source.to_string(),
+            })
+            .collect(),
+    }
+}
+
+/// Graphviz DOT of a [`GraphDocument`]: one cluster per datacenter, nodes labelled with
+/// service and host, observed edges dashed.
+pub fn to_dot(document: &GraphDocument) -> String {
+    let mut dcs: BTreeMap<&str, Vec<&InstanceInfo>> = BTreeMap::new();
+    for node in &document.nodes {
+        dcs.entry(node.dc.as_str()).or_default().push(node);
+    }
+    // Quotes escaped; a backslash is kept as is, so that `\n` in a label is DOT's line break.
+    let quote = |text: &str| format!("\"{}\"", text.replace('"', "\\\""));
+    let mut out = String::from("digraph epicenter {\n  rankdir=LR;\n");
+    for (index, (dc, nodes)) in dcs.iter().enumerate() {
+        out.push_str(&format!("  subgraph cluster_{index} {{\n    label={};\n", quote(dc)));
+        for node in nodes {
+            out.push_str(&format!(
+                "    {} [label={}];\n",
+                quote(&node.name),
+                quote(&format!("{}\\n{} on {}", node.name, node.service, node.host))
+            ));
+        }
+        out.push_str("  }\n");
+    }
+    for edge in &document.edges {
+        let style = if edge.source == "observed" {
+            " [style=dashed]"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "  {} -> {}{style};\n",
+            quote(&edge.caller),
+            quote(&edge.callee)
+        ));
+    }
+    out.push_str("}\n");
+    out
+}
+
 /// Instances ranked by personalized PageRank over the dependency graph, best first.
 pub fn pagerank(
     anomalies: &[Anomaly],
@@ -104,4 +195,72 @@ pub fn pagerank(
         .collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     ranked.into_iter().map(|(name, _)| name).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(name: &str, dc: &str, service: &str) -> InstanceInfo {
+        InstanceInfo {
+            name: name.into(),
+            dc: dc.into(),
+            host: format!("{name}-host"),
+            service: service.into(),
+        }
+    }
+
+    #[test]
+    fn the_graph_expands_dependencies_and_marks_observed_edges() {
+        let instances: BTreeMap<String, InstanceInfo> = [
+            info("b1", "dc-1", "backend"),
+            info("b2", "dc-2", "backend"),
+            info("d1", "dc-1", "db"),
+            info("d2", "dc-2", "db"),
+            info("r1", "dc-1", "redis"),
+        ]
+        .into_iter()
+        .map(|i| (i.name.clone(), i))
+        .collect();
+        let dependencies = vec![
+            Dependency {
+                caller: "backend".into(),
+                callee: "db".into(),
+                same_dc: true,
+            },
+            Dependency {
+                caller: "backend".into(),
+                callee: "redis".into(),
+                same_dc: false,
+            },
+        ];
+        let observed = [
+            ("b1".to_string(), "r1".to_string()),
+            ("b1".to_string(), "d2".to_string()),
+        ]
+        .into_iter()
+        .collect();
+        let document = graph_document(&instances, &dependencies, &observed);
+        let edges: Vec<(&str, &str, &str)> = document
+            .edges
+            .iter()
+            .map(|e| (e.caller.as_str(), e.callee.as_str(), e.source.as_str()))
+            .collect();
+        // Same-dc db edges only; redis from both backends; b1 -> d2 only observed.
+        assert_eq!(
+            edges,
+            vec![
+                ("b1", "d1", "configured"),
+                ("b1", "d2", "observed"),
+                ("b1", "r1", "both"),
+                ("b2", "d2", "configured"),
+                ("b2", "r1", "configured"),
+            ]
+        );
+        let dot = to_dot(&document);
+        assert!(dot.starts_with("digraph epicenter {"), "{dot}");
+        assert!(dot.contains("label=\"dc-2\""), "{dot}");
+        assert!(dot.contains("\"b1\" -> \"d2\" [style=dashed];"), "{dot}");
+        assert!(dot.contains("\"b1\\nbackend on b1-host\""), "{dot}");
+    }
 }
