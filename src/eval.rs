@@ -37,7 +37,7 @@ pub(crate) struct EvalArgs {
     #[arg(long)]
     trace: bool,
 
-    /// Signal rules file instead of the shipped rules/signals.yml.
+    /// Signal rules file instead of the shipped rules/signals/signals.yml.
     #[arg(long, value_name = "FILE")]
     rules: Option<std::path::PathBuf>,
 }

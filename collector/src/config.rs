@@ -60,7 +60,7 @@ pub struct DetectorConfig {
     /// callers, load to callees.
     #[serde(default)]
     pub dependencies: Vec<DependencyConfig>,
-    /// Signal rules file (the shape of rules/signals.yml); default the shipped rules.
+    /// Signal rules file (the shape of rules/signals/signals.yml); default the shipped rules.
     #[serde(default)]
     pub rules_file: Option<PathBuf>,
     /// How often the detector judges what arrived. Default: `global.scrape_interval`.

@@ -1,7 +1,7 @@
 //! The detector: samples in, anomalies, ranked root-cause candidates and verdicts out.
 //!
 //! Each scrape round feeds every instance's samples ([`Detector::observe`]); then
-//! [`Detector::assess`] turns the matching series into interval values (rules/signals.yml),
+//! [`Detector::assess`] turns the matching series into interval values (rules/signals/signals.yml),
 //! judges them against robust baselines ([`crate::signal`]), and ranks candidates:
 //! - faults spread to callers: a caller's errors, latency and pool saturation towards a peer
 //!   (named by the rule's peer label) are evidence against that peer;

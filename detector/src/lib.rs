@@ -1,4 +1,4 @@
-//! epicenter's detector: signals from rules (`rules/signals.yml`), robust spike detection
+//! epicenter's detector: signals from rules (`rules/signals/signals.yml`), robust spike detection
 //! with back-tracked onsets ([`signal`]), root-cause ranking over the dependency graph and
 //! verdicts ([`engine`]), the reference rankings from the literature ([`reference`]) and the
 //! standard scores ([`score`]). docs/detector.md explains the method.

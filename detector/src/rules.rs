@@ -1,6 +1,6 @@
 //! Signal rules: which metric families mean availability, errors, latency, saturation,
 //! traffic or a restart, which direction is bad, and which label names the peer a client
-//! series talks to. Data, not code: `rules/signals.yml` (docs/detector.md).
+//! series talks to. Data, not code: `rules/signals/signals.yml` (docs/detector.md).
 
 use std::collections::BTreeMap;
 
@@ -123,8 +123,8 @@ impl Rule {
     }
 }
 
-/// The rules shipped in `rules/signals.yml`.
-pub const SHIPPED: &str = include_str!("../../rules/signals.yml");
+/// The rules shipped in `rules/signals/signals.yml`.
+pub const SHIPPED: &str = include_str!("../../rules/signals/signals.yml");
 
 /// A rules file that cannot be used, with the entry and key concerned.
 #[derive(Debug, thiserror::Error)]
@@ -136,7 +136,7 @@ pub struct RulesError {
     pub message: String,
 }
 
-/// Parses a rules file (YAML, the shape of `rules/signals.yml`).
+/// Parses a rules file (YAML, the shape of `rules/signals/signals.yml`).
 pub fn parse(text: &str) -> Result<Vec<Rule>, RulesError> {
     let deserializer = serde_norway::Deserializer::from_str(text);
     let file: RulesFile = serde_path_to_error::deserialize(deserializer).map_err(|error| RulesError {
@@ -146,7 +146,8 @@ pub fn parse(text: &str) -> Result<Vec<Rule>, RulesError> {
     if file.signals.is_empty() {
         return Err(RulesError {
             path: "signals".to_string(),
-            message: "no signal rules: the detector would see nothing (rules/signals.yml shows the shape)".to_string(),
+            message: "no signal rules: the detector would see nothing (rules/signals/signals.yml shows the shape)"
+                .to_string(),
         });
     }
     file.signals
