@@ -126,6 +126,13 @@ fn check_config(args: &ConfigArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if config.detector.enabled {
+        if let Err(error) = crate::live::load_rules(&config) {
+            eprintln!("error: {source}: {error}");
+            eprintln!("{source}: 1 problem found");
+            return ExitCode::from(1);
+        }
+    }
     for warning in crate::run::unsupported(&config) {
         eprintln!("warning: {source}: {warning}");
     }

@@ -161,6 +161,13 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
     for warning in unsupported(&config) {
         eprintln!("warning: {warning}");
     }
+    // A detector rules file that cannot be used stops the run before the store is touched.
+    if config.detector.enabled {
+        if let Err(error) = crate::live::load_rules(&config) {
+            eprintln!("error: {error}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    }
     let runtime = match runtime() {
         Ok(runtime) => runtime,
         Err(code) => return code,

@@ -96,3 +96,24 @@ fn settings_this_build_cannot_act_on_are_warned_about() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_broken_detector_rules_file_fails_the_check() {
+    let rules = write_temp(
+        "rules.yml",
+        "signals:\n  - {metric: x, kind: gauge, class: errors, bad: up, floor: 0}\n",
+    );
+    let path = write_temp(
+        "detector.yml",
+        &format!("detector:\n  rules_file: '{}'\n", rules.display()),
+    );
+    let output = check_config(path.to_str().unwrap());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    std::fs::remove_file(&path).unwrap();
+    std::fs::remove_file(&rules).unwrap();
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("detector.rules_file") && stderr.contains("signals[0].floor"),
+        "{stderr}"
+    );
+}
