@@ -219,6 +219,10 @@ async fn record(assessment: &Assessment, instances: &BTreeMap<String, InstanceIn
     }
     let Some((kind, verdict)) = event else { return };
     println!("epicenter: VERDICT {kind}: {}", describe(&verdict));
+    state.notifiers.notify(&crate::notify::Event {
+        state: kind.to_string(),
+        verdict: verdict.clone(),
+    });
     let evidence = serde_json::to_string(&verdict.evidence).unwrap_or_default();
     let sql = format!(
         "INSERT INTO verdicts (time, id, state, kind, dc, hosts, service, instances, confidence, onset, opened, evidence) VALUES (fromUnixTimestamp64Milli({}), {}, {}, {}, {}, [{}], {}, [{}], {}, fromUnixTimestamp64Milli({}), fromUnixTimestamp64Milli({}), {})",

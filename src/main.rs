@@ -6,6 +6,7 @@ mod demo;
 mod eval;
 mod fleet;
 mod live;
+mod notify;
 mod petshop;
 mod replay;
 mod run;

@@ -217,6 +217,7 @@ pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for:
         targets: TargetRegistry::default(),
         verdicts: std::sync::Mutex::new(crate::server::VerdictBook::default()),
         graph: std::sync::Mutex::new(None),
+        notifiers: crate::notify::Notifiers::start(&config.notifiers, shutdown.clone()),
     });
     let listener = match tokio::net::TcpListener::bind(&config.server.listen_address).await {
         Ok(listener) => listener,

@@ -274,6 +274,8 @@ pub(crate) struct AppState {
     pub(crate) verdicts: Mutex<VerdictBook>,
     /// The dependency graph the detector reasons over (after its first round).
     pub(crate) graph: Mutex<Option<epicenter_detector::reference::GraphDocument>>,
+    /// Where verdicts are sent.
+    pub(crate) notifiers: crate::notify::Notifiers,
 }
 
 /// What `/api/v1/verdicts` serves.
@@ -306,6 +308,7 @@ pub(crate) fn app(state: Arc<AppState>) -> Router {
         .route("/api/v1/targets", get(targets))
         .route("/api/v1/verdicts", get(verdicts))
         .route("/api/v1/graph", get(graph))
+        .route("/api/v1/notifiers", get(notifiers))
         .with_state(state)
 }
 
@@ -335,6 +338,12 @@ async fn graph(
             .into_response();
     }
     Json(serde_json::json!({"status": "success", "data": document})).into_response()
+}
+
+/// `/api/v1/notifiers`: per notifier, name, type, url and delivery counters (sent, failed,
+/// dropped).
+async fn notifiers(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    Json(serde_json::json!({"status": "success", "data": state.notifiers.status()}))
 }
 
 /// `/api/v1/verdicts`: `{"status": "success", "data": {"open": …, "history": […]}}`.

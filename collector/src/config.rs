@@ -47,6 +47,60 @@ pub struct Config {
     /// The detector: service dependencies, signal rules, how often it judges.
     #[serde(default)]
     pub detector: DetectorConfig,
+    /// Where verdicts are sent: Alertmanager, webhooks.
+    #[serde(default)]
+    pub notifiers: Vec<NotifierConfig>,
+}
+
+/// One `notifiers` entry: where verdicts go, and which.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotifierConfig {
+    /// Name in logs and metrics; unique.
+    pub name: String,
+    /// `alertmanager` (API v2, `POST <url>/api/v2/alerts`) or `webhook` (the verdict document
+    /// with `status` firing/resolved, POSTed to `url`).
+    #[serde(rename = "type")]
+    pub kind: NotifierKind,
+    /// Alertmanager's base URL (`http://127.0.0.1:9093`) or the webhook's URL.
+    pub url: String,
+    /// Per-request timeout. Default `5s`.
+    #[serde(default = "default_notifier_timeout")]
+    pub timeout: PromDuration,
+    /// Re-send an open verdict this often (Alertmanager forgets alerts not re-sent before
+    /// their `endsAt`). Default `1m`.
+    #[serde(default = "default_resend")]
+    pub resend_interval: PromDuration,
+    /// Only these verdict kinds (empty: all).
+    #[serde(default)]
+    pub kinds: Vec<String>,
+    /// Only verdicts in these datacenters (empty: all).
+    #[serde(default)]
+    pub dcs: Vec<String>,
+    /// Only verdicts on these services (empty: all).
+    #[serde(default)]
+    pub services: Vec<String>,
+    /// Only verdicts at least this confident (0..1). Default 0.
+    #[serde(default)]
+    pub min_confidence: f64,
+}
+
+/// Kinds of notifier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NotifierKind {
+    /// Prometheus Alertmanager, API v2.
+    Alertmanager,
+    /// A generic JSON webhook.
+    Webhook,
+}
+
+fn default_notifier_timeout() -> PromDuration {
+    PromDuration(Duration::from_secs(5))
+}
+
+fn default_resend() -> PromDuration {
+    PromDuration(Duration::from_secs(60))
 }
 
 /// `detector`: what the root-cause detector needs to know (docs/detector.md).
@@ -774,6 +828,28 @@ impl Config {
                 problem(
                     "storage.clickhouse.database".into(),
                     format!("'{}' must be letters, digits and '_'", clickhouse.database),
+                );
+            }
+        }
+        let mut notifier_names = std::collections::HashSet::new();
+        for (index, notifier) in self.notifiers.iter().enumerate() {
+            let at = |key: &str| format!("notifiers[{index}].{key}");
+            if notifier.name.is_empty() || !notifier_names.insert(notifier.name.clone()) {
+                problem(at("name"), format!("'{}' must be non-empty and unique", notifier.name));
+            }
+            if !(notifier.url.starts_with("http://") || notifier.url.starts_with("https://")) {
+                problem(
+                    at("url"),
+                    format!("'{}' must start with http:// or https://", notifier.url),
+                );
+            }
+            if !(0.0..=1.0).contains(&notifier.min_confidence) {
+                problem(at("min_confidence"), "must be between 0 and 1".into());
+            }
+            if notifier.timeout.0.is_zero() || notifier.resend_interval.0.is_zero() {
+                problem(
+                    at("timeout"),
+                    "timeout and resend_interval must be greater than 0".into(),
                 );
             }
         }

@@ -1,0 +1,347 @@
+//! Notifiers: verdicts to the people on call. Each notifier has its own task and a bounded
+//! queue, so delivery never blocks detection: a full queue drops the event (counted), a
+//! failed request is retried with exponential backoff and jitter (0.5 s doubling to 30 s, up
+//! to 6 attempts), events are deduplicated by verdict id and state, and open verdicts are
+//! re-sent every `resend_interval` (Alertmanager forgets an alert whose `endsAt` passes).
+//!
+//! Alertmanager API v2 (`POST /api/v2/alerts`, Alertmanager's OpenAPI spec): one alert per
+//! verdict, labels `alertname="EpicenterRootCause"`, `dc`, `host`, `service`, `kind`,
+//! `severity`; annotations `summary` (the answer in one line), `description` (the evidence),
+//! `verdict_id`; `endsAt` four resend intervals ahead while open, now once resolved.
+//! Webhook: `{"status": "firing"|"resolved", "verdict": …}`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use epicenter_collector::config::{NotifierConfig, NotifierKind};
+use epicenter_detector::Verdict;
+use rand::Rng;
+use tokio::sync::{mpsc, watch};
+
+/// One verdict event for the notifiers.
+#[derive(Debug, Clone)]
+pub(crate) struct Event {
+    /// `opened`, `updated` or `resolved`.
+    pub(crate) state: String,
+    /// The verdict.
+    pub(crate) verdict: Verdict,
+}
+
+/// Delivery counters of one notifier.
+#[derive(Debug, Default)]
+pub(crate) struct NotifierStats {
+    /// Requests that succeeded.
+    pub(crate) sent: AtomicU64,
+    /// Events given up after every attempt failed.
+    pub(crate) failed: AtomicU64,
+    /// Events dropped because the queue was full.
+    pub(crate) dropped: AtomicU64,
+}
+
+/// The running notifiers.
+pub(crate) struct Notifiers {
+    queues: Vec<(NotifierConfig, mpsc::Sender<Event>, Arc<NotifierStats>)>,
+}
+
+/// Id of a verdict: when it opened and what it first named.
+pub(crate) fn verdict_id(verdict: &Verdict) -> String {
+    format!(
+        "{}-{}",
+        verdict.opened_ms,
+        verdict.instances.first().map_or("", String::as_str)
+    )
+}
+
+impl Notifiers {
+    /// Starts one task per configured notifier.
+    pub(crate) fn start(configs: &[NotifierConfig], shutdown: watch::Receiver<bool>) -> Notifiers {
+        let client = reqwest::Client::builder()
+            .user_agent(concat!("epicenter/", env!("CARGO_PKG_VERSION")))
+            .use_rustls_tls()
+            .build()
+            .unwrap_or_default();
+        let queues = configs
+            .iter()
+            .map(|config| {
+                let (sender, inbox) = mpsc::channel(100);
+                let stats = Arc::new(NotifierStats::default());
+                tokio::spawn(run(
+                    config.clone(),
+                    client.clone(),
+                    inbox,
+                    stats.clone(),
+                    shutdown.clone(),
+                ));
+                (config.clone(), sender, stats)
+            })
+            .collect();
+        Notifiers { queues }
+    }
+
+    /// Hands an event to every notifier whose filter matches; never waits.
+    pub(crate) fn notify(&self, event: &Event) {
+        for (config, queue, stats) in &self.queues {
+            if !matches(config, &event.verdict) {
+                continue;
+            }
+            if queue.try_send(event.clone()).is_err() {
+                stats.dropped.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(notifier = %config.name, "notifier queue full: event dropped");
+            }
+        }
+    }
+
+    /// Per notifier: name, kind, url and delivery counters.
+    pub(crate) fn status(&self) -> Vec<serde_json::Value> {
+        self.queues
+            .iter()
+            .map(|(config, _, stats)| {
+                serde_json::json!({
+                    "name": config.name,
+                    "type": format!("{:?}", config.kind).to_lowercase(),
+                    "url": config.url,
+                    "sent": stats.sent.load(Ordering::Relaxed),
+                    "failed": stats.failed.load(Ordering::Relaxed),
+                    "dropped": stats.dropped.load(Ordering::Relaxed),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Whether `verdict` passes the notifier's routing filter.
+pub(crate) fn matches(config: &NotifierConfig, verdict: &Verdict) -> bool {
+    (config.kinds.is_empty() || config.kinds.contains(&verdict.kind))
+        && (config.dcs.is_empty() || config.dcs.contains(&verdict.dc))
+        && (config.services.is_empty() || config.services.contains(&verdict.service))
+        && verdict.confidence >= config.min_confidence
+}
+
+fn rfc3339(time: SystemTime) -> String {
+    humantime::format_rfc3339_millis(time).to_string()
+}
+
+/// The one-line answer: what, where, since when.
+pub(crate) fn summary(verdict: &Verdict) -> String {
+    let host = verdict.hosts.first().map_or("?", String::as_str);
+    let callers = verdict
+        .evidence
+        .iter()
+        .filter(|a| a.peer.is_some())
+        .map(|a| a.instance.as_str())
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    format!(
+        "{} {} in {}: {} ({} on {}), {} callers pointing at it, confidence {:.2}",
+        verdict.instances.join(", "),
+        verdict.kind.replace('_', " "),
+        verdict.dc,
+        verdict.kind,
+        verdict.service,
+        host,
+        callers,
+        verdict.confidence
+    )
+}
+
+/// The Alertmanager v2 body for one verdict.
+pub(crate) fn alertmanager_body(verdict: &Verdict, resolved: bool, resend: Duration) -> serde_json::Value {
+    let now = SystemTime::now();
+    let starts = SystemTime::UNIX_EPOCH + Duration::from_millis(verdict.opened_ms.max(0) as u64);
+    let starts = starts.min(now);
+    let ends = if resolved { now } else { now + resend * 4 };
+    let evidence: Vec<String> = verdict
+        .evidence
+        .iter()
+        .take(8)
+        .map(|a| {
+            format!(
+                "{} {}{} ({:?}, {:.0} scales)",
+                a.instance,
+                a.metric,
+                a.peer.as_ref().map(|p| format!(" -> {p}")).unwrap_or_default(),
+                a.class,
+                a.score
+            )
+        })
+        .collect();
+    serde_json::json!([{
+        "labels": {
+            "alertname": "EpicenterRootCause",
+            "dc": verdict.dc,
+            "host": verdict.hosts.first().cloned().unwrap_or_default(),
+            "service": verdict.service,
+            "kind": verdict.kind,
+            "severity": "critical",
+        },
+        "annotations": {
+            "summary": summary(verdict),
+            "description": format!("evidence: {}", evidence.join("; ")),
+            "verdict_id": verdict_id(verdict),
+        },
+        "startsAt": rfc3339(starts),
+        "endsAt": rfc3339(ends),
+        "generatorURL": "epicenter:/api/v1/verdicts",
+    }])
+}
+
+async fn run(
+    config: NotifierConfig,
+    client: reqwest::Client,
+    mut inbox: mpsc::Receiver<Event>,
+    stats: Arc<NotifierStats>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    // Open verdicts by id: the verdict and when it was last sent.
+    let mut open: HashMap<String, (Verdict, std::time::Instant)> = HashMap::new();
+    let mut last_state: HashMap<String, String> = HashMap::new();
+    let mut ticks = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            event = inbox.recv() => {
+                let Some(event) = event else { return };
+                let id = verdict_id(&event.verdict);
+                if last_state.get(&id) == Some(&event.state) && event.state != "updated" {
+                    continue;
+                }
+                last_state.insert(id.clone(), event.state.clone());
+                let resolved = event.state == "resolved";
+                if resolved {
+                    open.remove(&id);
+                } else {
+                    open.insert(id.clone(), (event.verdict.clone(), std::time::Instant::now()));
+                }
+                deliver(&config, &client, &event.verdict, resolved, &stats, &mut shutdown).await;
+            }
+            _ = ticks.tick() => {
+                if config.kind != NotifierKind::Alertmanager {
+                    continue;
+                }
+                let due: Vec<Verdict> = open
+                    .values_mut()
+                    .filter(|(_, sent)| sent.elapsed() >= config.resend_interval.0)
+                    .map(|(verdict, sent)| {
+                        *sent = std::time::Instant::now();
+                        verdict.clone()
+                    })
+                    .collect();
+                for verdict in due {
+                    deliver(&config, &client, &verdict, false, &stats, &mut shutdown).await;
+                }
+            }
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+/// Sends one verdict, retrying with exponential backoff and jitter.
+async fn deliver(
+    config: &NotifierConfig,
+    client: &reqwest::Client,
+    verdict: &Verdict,
+    resolved: bool,
+    stats: &NotifierStats,
+    shutdown: &mut watch::Receiver<bool>,
+) {
+    let (url, body) = match config.kind {
+        NotifierKind::Alertmanager => (
+            format!("{}/api/v2/alerts", config.url.trim_end_matches('/')),
+            alertmanager_body(verdict, resolved, config.resend_interval.0),
+        ),
+        NotifierKind::Webhook => (
+            config.url.clone(),
+            serde_json::json!({"status": if resolved { "resolved" } else { "firing" }, "summary": summary(verdict), "verdict": verdict}),
+        ),
+    };
+    let payload = serde_json::to_vec(&body).unwrap_or_default();
+    let mut delay = Duration::from_millis(500);
+    for attempt in 1..=6 {
+        let sent = client
+            .post(&url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .timeout(config.timeout.0)
+            .body(payload.clone())
+            .send()
+            .await;
+        match sent {
+            Ok(response) if response.status().is_success() => {
+                stats.sent.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Ok(response) if response.status().is_client_error() => {
+                tracing::error!(notifier = %config.name, status = %response.status(), "notification refused; not retried");
+                stats.failed.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Ok(response) => {
+                tracing::warn!(notifier = %config.name, attempt, status = %response.status(), "notification failed")
+            }
+            Err(error) => tracing::warn!(notifier = %config.name, attempt, %error, "notification failed"),
+        }
+        let jitter = rand::rng().random_range(0.0..0.5);
+        tokio::select! {
+            _ = tokio::time::sleep(delay.mul_f64(1.0 + jitter)) => {}
+            _ = shutdown.changed() => return,
+        }
+        delay = (delay * 2).min(Duration::from_secs(30));
+    }
+    stats.failed.fetch_add(1, Ordering::Relaxed);
+    tracing::error!(notifier = %config.name, "notification given up after 6 attempts");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use epicenter_collector::config::PromDuration;
+
+    fn verdict(kind: &str, dc: &str, confidence: f64) -> Verdict {
+        Verdict {
+            kind: kind.into(),
+            dc: dc.into(),
+            hosts: vec!["dc-2-host-3".into()],
+            service: "redis".into(),
+            instances: vec!["redis-2-1".into()],
+            confidence,
+            candidates: Vec::new(),
+            evidence: Vec::new(),
+            onset_ms: 1_000,
+            opened_ms: 2_000,
+        }
+    }
+
+    fn config(kinds: &[&str], min_confidence: f64) -> NotifierConfig {
+        NotifierConfig {
+            name: "n".into(),
+            kind: NotifierKind::Alertmanager,
+            url: "http://127.0.0.1:9093".into(),
+            timeout: PromDuration(Duration::from_secs(5)),
+            resend_interval: PromDuration(Duration::from_secs(60)),
+            kinds: kinds.iter().map(|k| k.to_string()).collect(),
+            dcs: Vec::new(),
+            services: Vec::new(),
+            min_confidence,
+        }
+    }
+
+    #[test]
+    fn routing_filters_and_the_alert_body() {
+        let loss = verdict("node_loss", "dc-2", 0.8);
+        assert!(matches(&config(&[], 0.0), &loss));
+        assert!(!matches(&config(&["cold_start"], 0.0), &loss));
+        assert!(!matches(&config(&[], 0.9), &loss));
+        assert_eq!(verdict_id(&loss), "2000-redis-2-1");
+        let body = alertmanager_body(&loss, true, Duration::from_secs(60));
+        let alert = &body[0];
+        assert_eq!(alert["labels"]["alertname"], "EpicenterRootCause");
+        assert_eq!(alert["labels"]["host"], "dc-2-host-3");
+        assert_eq!(
+            alert["annotations"]["summary"],
+            "redis-2-1 node loss in dc-2: node_loss (redis on dc-2-host-3), 0 callers pointing at it, confidence 0.80"
+        );
+        // Resolved: endsAt is now, after startsAt (the verdict opened at 2 s after the epoch).
+        assert_eq!(alert["startsAt"], "1970-01-01T00:00:02.000Z");
+        assert!(alert["endsAt"].as_str().unwrap() > "2026");
+    }
+}

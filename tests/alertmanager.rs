@@ -1,0 +1,203 @@
+//! On-call delivery end to end, through the real Alertmanager (Debian's
+//! prometheus-alertmanager, on 127.0.0.1, configured here with a webhook receiver this test
+//! serves): `epicenter run` scrapes an `epicenter fleet` losing a Redis node; its verdict
+//! arrives at the receiver through Alertmanager with the right labels and summary, exactly
+//! one firing notification for the group, then a resolved one after the node returns.
+//!
+//! Needs `libchdb.so` (`scripts/setup`) and prometheus-alertmanager (scripts/test installs
+//! it); skipped without them except in CI.
+
+#![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn find(binary: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join(binary))
+        .find(|path| path.is_file())
+}
+
+fn prerequisites() -> Option<PathBuf> {
+    let alertmanager = find("prometheus-alertmanager");
+    let chdb = epicenter_collector::store::library_path().exists();
+    if alertmanager.is_none() || !chdb {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI needs prometheus-alertmanager and libchdb.so (scripts/test installs both)"
+        );
+        eprintln!("SKIPPED: prometheus-alertmanager or libchdb.so missing");
+        return None;
+    }
+    alertmanager
+}
+
+struct Guard(Vec<Child>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A webhook receiver: every POST body, in order.
+fn receiver() -> (String, Arc<Mutex<Vec<serde_json::Value>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let store = bodies.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                let lower = line.to_ascii_lowercase();
+                if let Some(value) = lower.strip_prefix("content-length:") {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            let mut body = vec![0u8; length];
+            let _ = reader.read_exact(&mut body);
+            if let Ok(document) = serde_json::from_slice(&body) {
+                store.lock().unwrap().push(document);
+            }
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    (address, bodies)
+}
+
+#[test]
+fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {
+    let Some(alertmanager) = prerequisites() else { return };
+    let dir = std::env::temp_dir().join(format!("epicenter-am-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (hook, bodies) = receiver();
+    let am_port = free_port();
+    std::fs::write(
+        dir.join("alertmanager.yml"),
+        format!(
+            "route:\n  receiver: test\n  group_by: [alertname, dc, host, kind]\n  group_wait: 1s\n  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n  - name: test\n    webhook_configs:\n      - url: http://{hook}/\n        send_resolved: true\n"
+        ),
+    )
+    .unwrap();
+    let mut guard = Guard(Vec::new());
+    guard.0.push(
+        Command::new(&alertmanager)
+            .arg(format!("--config.file={}", dir.join("alertmanager.yml").display()))
+            .arg(format!("--storage.path={}", dir.join("am-data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{am_port}"))
+            .arg("--cluster.listen-address=")
+            .arg(format!("--web.external-url=http://127.0.0.1:{am_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let ready = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        std::net::TcpStream::connect(("127.0.0.1", am_port)).is_ok()
+    });
+    assert!(ready, "alertmanager did not start");
+    let targets = dir.join("targets.json");
+    guard.0.push(
+        Command::new(env!("CARGO_BIN_EXE_epicenter"))
+            .args([
+                "fleet",
+                "--scenario",
+                "redis-node-loss",
+                "--speed",
+                "60",
+                "--targets-file",
+            ])
+            .arg(&targets)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    assert!((0..200).any(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        std::fs::read_to_string(&targets).is_ok_and(|text| text.trim_end().ends_with(']'))
+    }));
+    let config = dir.join("run.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global: {{scrape_interval: 200ms, scrape_timeout: 150ms}}\nserver: {{listen_address: '127.0.0.1:0'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}']}}]\nstorage:\n  embedded: {{path: '{}'}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\nnotifiers:\n  - {{name: oncall, type: alertmanager, url: 'http://127.0.0.1:{am_port}', resend_interval: 2s}}\n",
+            targets.display(),
+            dir.join("data").display()
+        ),
+    )
+    .unwrap();
+    let started = Instant::now();
+    guard.0.push(
+        Command::new(env!("CARGO_BIN_EXE_epicenter"))
+            .args(["run", "--for", "16s", "--config"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // Alertmanager's webhook payloads: status and the alerts' labels and annotations.
+    let is = |body: &serde_json::Value, status: &str| {
+        body["status"] == status
+            && body["alerts"].as_array().is_some_and(|alerts| {
+                alerts.iter().any(|alert| {
+                    alert["labels"]["alertname"] == "EpicenterRootCause"
+                        && alert["labels"]["host"] == "dc-2-host-3"
+                        && alert["labels"]["kind"] == "node_loss"
+                        && alert["labels"]["dc"] == "dc-2"
+                        && alert["labels"]["service"] == "redis"
+                })
+            })
+    };
+    let deadline = started + Duration::from_secs(22);
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        let seen = bodies.lock().unwrap().clone();
+        if seen.iter().any(|body| is(body, "resolved")) {
+            break;
+        }
+    }
+    let seen = bodies.lock().unwrap().clone();
+    let firing: Vec<&serde_json::Value> = seen.iter().filter(|body| is(body, "firing")).collect();
+    assert_eq!(
+        firing.len(),
+        1,
+        "exactly one firing notification for the group: {seen:#?}"
+    );
+    let alert = &firing[0]["alerts"][0];
+    let summary = alert["annotations"]["summary"].as_str().unwrap();
+    assert!(summary.starts_with("redis-2-1 node loss in dc-2"), "{summary}");
+    assert_eq!(alert["labels"]["severity"], "critical");
+    assert!(
+        seen.iter().any(|body| is(body, "resolved")),
+        "no resolved notification: {seen:#?}"
+    );
+    drop(guard);
+    let _ = std::fs::remove_dir_all(&dir);
+}
