@@ -1,8 +1,9 @@
 //! Notifiers: verdicts to the people on call. Each notifier has its own task and a bounded
 //! queue, so delivery never blocks detection: a full queue drops the event (counted), a
-//! failed request is retried with exponential backoff and jitter (0.5 s doubling to 30 s, up
-//! to 6 attempts), events are deduplicated by verdict id and state, and open verdicts are
-//! re-sent every `resend_interval` (Alertmanager forgets an alert whose `endsAt` passes).
+//! failed request is retried with exponential backoff and jitter (0.5 s doubling to 10 s, for
+//! up to 10 minutes: a receiver down for a few minutes loses nothing), events are
+//! deduplicated by verdict id and state, and open verdicts are re-sent every
+//! `resend_interval` (Alertmanager forgets an alert whose `endsAt` passes).
 //!
 //! Alertmanager API v2 (`POST /api/v2/alerts`, Alertmanager's OpenAPI spec): one alert per
 //! verdict, labels `alertname="EpicenterRootCause"`, `dc`, `host`, `service`, `kind`,
@@ -34,7 +35,7 @@ pub(crate) struct Event {
 pub(crate) struct NotifierStats {
     /// Requests that succeeded.
     pub(crate) sent: AtomicU64,
-    /// Events given up after every attempt failed.
+    /// Events given up after 10 minutes of failures, or refused with a 4xx.
     pub(crate) failed: AtomicU64,
     /// Events dropped because the queue was full.
     pub(crate) dropped: AtomicU64,
@@ -257,7 +258,10 @@ async fn deliver(
     };
     let payload = serde_json::to_vec(&body).unwrap_or_default();
     let mut delay = Duration::from_millis(500);
-    for attempt in 1..=6 {
+    let give_up = std::time::Instant::now() + GIVE_UP_AFTER;
+    let mut attempt = 0u32;
+    while std::time::Instant::now() < give_up {
+        attempt += 1;
         let sent = client
             .post(&url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
@@ -285,11 +289,14 @@ async fn deliver(
             _ = tokio::time::sleep(delay.mul_f64(1.0 + jitter)) => {}
             _ = shutdown.changed() => return,
         }
-        delay = (delay * 2).min(Duration::from_secs(30));
+        delay = (delay * 2).min(Duration::from_secs(10));
     }
     stats.failed.fetch_add(1, Ordering::Relaxed);
-    tracing::error!(notifier = %config.name, "notification given up after 6 attempts");
+    tracing::error!(notifier = %config.name, attempt, "notification given up after 10 minutes of failures");
 }
+
+/// How long a notification is retried before it is counted failed.
+const GIVE_UP_AFTER: Duration = Duration::from_secs(600);
 
 #[cfg(test)]
 mod tests {

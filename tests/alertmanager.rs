@@ -201,3 +201,160 @@ fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {
     drop(guard);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The notification target is down for the first 60 s after the verdict opens: detection goes
+/// on (the node's return is resolved on time while the target is still down), and once it is
+/// back both the firing and the resolved notification arrive: nothing lost.
+#[test]
+fn a_receiver_down_for_a_minute_loses_nothing_and_delays_no_verdict() {
+    if !epicenter_collector::store::library_path().exists() {
+        assert!(std::env::var_os("CI").is_none(), "CI needs libchdb.so");
+        eprintln!("SKIPPED: libchdb.so missing");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("epicenter-outage-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let hook_port = free_port();
+    let mut guard = Guard(Vec::new());
+    let targets = dir.join("targets.json");
+    // At 20x: the node dies at 9 s and returns at 21 s of wall time.
+    guard.0.push(
+        Command::new(env!("CARGO_BIN_EXE_epicenter"))
+            .args([
+                "fleet",
+                "--scenario",
+                "redis-node-loss",
+                "--speed",
+                "20",
+                "--targets-file",
+            ])
+            .arg(&targets)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    assert!((0..200).any(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        std::fs::read_to_string(&targets).is_ok_and(|text| text.trim_end().ends_with(']'))
+    }));
+    let server = format!("127.0.0.1:{}", free_port());
+    let config = dir.join("run.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global: {{scrape_interval: 500ms, scrape_timeout: 400ms}}\nserver: {{listen_address: '{server}'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}']}}]\nstorage:\n  embedded: {{path: '{}'}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\nnotifiers:\n  - {{name: hook, type: webhook, url: 'http://127.0.0.1:{hook_port}/'}}\n",
+            targets.display(),
+            dir.join("data").display()
+        ),
+    )
+    .unwrap();
+    let started = Instant::now();
+    guard.0.push(
+        Command::new(env!("CARGO_BIN_EXE_epicenter"))
+            .args(["run", "--for", "100s", "--config"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let get = |path: &str| -> serde_json::Value {
+        let Ok(mut stream) = std::net::TcpStream::connect(&server) else {
+            return serde_json::Value::Null;
+        };
+        let _ = write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\n\r\n"
+        );
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        let body = response.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+        let start = body.find('{').unwrap_or(0);
+        let end = body.rfind('}').map_or(0, |at| at + 1);
+        serde_json::from_str(&body[start..end]).unwrap_or(serde_json::Value::Null)
+    };
+    let state_seen = |state: &str| -> bool {
+        get("/api/v1/verdicts")["data"]["history"]
+            .as_array()
+            .is_some_and(|history| history.iter().any(|event| event["state"] == state))
+    };
+    // The verdict opens while nothing listens on the hook's port.
+    let mut opened_at = None;
+    while started.elapsed() < Duration::from_secs(40) {
+        std::thread::sleep(Duration::from_millis(200));
+        if state_seen("opened") {
+            opened_at = Some(Instant::now());
+            break;
+        }
+    }
+    let opened_at = opened_at.expect("no verdict opened within 40 s");
+    // Detection goes on during the outage: the node returns at 21 s; resolved by 35 s.
+    let mut resolved_at = None;
+    while opened_at.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(200));
+        if resolved_at.is_none() && state_seen("resolved") {
+            resolved_at = Some(started.elapsed());
+        }
+    }
+    let resolved_at = resolved_at.expect("the verdict did not resolve while the receiver was down");
+    assert!(
+        resolved_at < Duration::from_secs(35),
+        "resolved only at {resolved_at:?}"
+    );
+    // The receiver comes back after a minute: both notifications arrive.
+    let listener = TcpListener::bind(("127.0.0.1", hook_port)).unwrap();
+    let bodies = Arc::new(Mutex::new(Vec::<serde_json::Value>::new()));
+    let store = bodies.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            let mut body = vec![0u8; length];
+            let _ = reader.read_exact(&mut body);
+            if let Ok(document) = serde_json::from_slice(&body) {
+                store.lock().unwrap().push(document);
+            }
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    let back = Instant::now();
+    let mut delivered = Vec::new();
+    while back.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(200));
+        delivered = bodies
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|body| body["status"].as_str().unwrap_or("").to_string())
+            .collect();
+        if delivered.contains(&"resolved".to_string()) {
+            break;
+        }
+    }
+    eprintln!(
+        "verdict opened {:?} after start, resolved at {resolved_at:?} (receiver down); delivered {delivered:?} {:?} after the receiver came back",
+        opened_at - started,
+        back.elapsed()
+    );
+    assert_eq!(delivered, ["firing", "resolved"], "{delivered:?}");
+    let notifiers = get("/api/v1/notifiers");
+    assert_eq!(notifiers["data"][0]["failed"], 0, "{notifiers}");
+    assert_eq!(notifiers["data"][0]["dropped"], 0, "{notifiers}");
+    drop(guard);
+    let _ = std::fs::remove_dir_all(&dir);
+}
