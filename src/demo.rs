@@ -36,26 +36,33 @@ pub(crate) struct DemoArgs {
     data: PathBuf,
 }
 
-/// Runs `epicenter demo`.
-pub(crate) fn run(args: &DemoArgs) -> ExitCode {
-    let mut scenario = match Scenario::load(&args.scenario) {
-        Ok(scenario) => scenario,
-        Err(error) => {
-            eprintln!("error: scenario {error}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
-    };
-    if let Some(speed) = args.speed {
+/// A shipped scenario or a file, with `--speed` (checked against the scenario's cap) in
+/// place of its own; errors printed, exit 64.
+pub(crate) fn load_scenario(name: &str, speed: Option<f64>) -> Result<Scenario, ExitCode> {
+    let mut scenario = Scenario::load(name).map_err(|error| {
+        eprintln!("error: scenario {error}");
+        ExitCode::from(EXIT_CONFIG)
+    })?;
+    if let Some(speed) = speed {
         if !(speed.is_finite() && speed > 0.0 && speed <= scenario.max_speed()) {
             eprintln!(
                 "error: --speed {speed}: must be above 0 and at most {} for this scenario (its {} scrape interval must stay at least 100 ms of wall time)",
                 scenario.max_speed(),
                 scenario.scrape_interval
             );
-            return ExitCode::from(EXIT_CONFIG);
+            return Err(ExitCode::from(EXIT_CONFIG));
         }
         scenario.speed = speed;
     }
+    Ok(scenario)
+}
+
+/// Runs `epicenter demo`.
+pub(crate) fn run(args: &DemoArgs) -> ExitCode {
+    let scenario = match load_scenario(&args.scenario, args.speed) {
+        Ok(scenario) => scenario,
+        Err(code) => return code,
+    };
     let runtime = match runtime() {
         Ok(runtime) => runtime,
         Err(code) => return code,

@@ -4,10 +4,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use epicenter_fleet::scenario::Scenario;
 use tokio::sync::watch;
 
-use crate::run::{runtime, EXIT_CONFIG};
+use crate::run::runtime;
 
 /// Arguments of `epicenter fleet`.
 #[derive(Args, Debug)]
@@ -28,24 +27,10 @@ pub(crate) struct FleetArgs {
 
 /// Runs `epicenter fleet` until Ctrl-C.
 pub(crate) fn run(args: &FleetArgs) -> ExitCode {
-    let mut scenario = match Scenario::load(&args.scenario) {
+    let scenario = match crate::demo::load_scenario(&args.scenario, args.speed) {
         Ok(scenario) => scenario,
-        Err(error) => {
-            eprintln!("error: scenario {error}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
+        Err(code) => return code,
     };
-    if let Some(speed) = args.speed {
-        if !(speed.is_finite() && speed > 0.0 && speed <= scenario.max_speed()) {
-            eprintln!(
-                "error: --speed {speed}: must be above 0 and at most {} for this scenario (its {} scrape interval must stay at least 100 ms of wall time)",
-                scenario.max_speed(),
-                scenario.scrape_interval
-            );
-            return ExitCode::from(EXIT_CONFIG);
-        }
-        scenario.speed = speed;
-    }
     let runtime = match runtime() {
         Ok(runtime) => runtime,
         Err(code) => return code,

@@ -12,7 +12,7 @@ use clap::Args;
 use epicenter_detector::engine::{Detector, InstanceInfo, Settings};
 use serde::Serialize;
 
-use crate::run::{load_config, open_store, runtime, EXIT_CONFIG};
+use crate::run::EXIT_CONFIG;
 
 /// Arguments of `epicenter replay`.
 #[derive(Args, Debug)]
@@ -63,17 +63,10 @@ fn parse_time(text: &str, flag: &str) -> Result<i64, String> {
 
 /// Runs `epicenter replay`.
 pub(crate) fn run(args: &ReplayArgs) -> ExitCode {
-    let mut config = match &args.config {
-        Some(path) => match load_config(path) {
-            Ok((config, _)) => config,
-            Err(code) => return code,
-        },
-        None => epicenter_collector::config::Config::default(),
+    let mut config = match crate::sql::store_config(args.config.as_ref(), args.data.as_ref()) {
+        Ok(config) => config,
+        Err(code) => return code,
     };
-    if let Some(data) = &args.data {
-        config.storage.clickhouse = None;
-        config.storage.embedded = Some(epicenter_collector::config::EmbeddedConfig { path: data.clone() });
-    }
     if args.config.is_none() && config.detector.dependencies.is_empty() {
         // Without a configuration, the dependencies of the simulated fleet (the demo's).
         config.detector.dependencies = crate::eval::fleet_dependencies()
@@ -102,19 +95,8 @@ pub(crate) fn run(args: &ReplayArgs) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    if config.storage.clickhouse.is_none() && !config.storage.embedded_path().exists() {
-        eprintln!(
-            "error: no epicenter store at {}",
-            config.storage.embedded_path().display()
-        );
-        return ExitCode::from(1);
-    }
-    let runtime = match runtime() {
-        Ok(runtime) => runtime,
-        Err(code) => return code,
-    };
-    let store = match open_store(&config, &runtime) {
-        Ok(store) => store,
+    let (runtime, store) = match crate::sql::open_existing(&config) {
+        Ok(opened) => opened,
         Err(code) => return code,
     };
     // The synthetic `up` carries the scrape's wall time while a target may stamp its own

@@ -33,36 +33,46 @@ pub(crate) struct SqlArgs {
     format: String,
 }
 
-/// Runs `epicenter sql`.
-pub(crate) fn run(args: &SqlArgs) -> ExitCode {
-    let config = match &args.config {
-        Some(path) => match load_config(path) {
-            Ok((config, _)) => config,
-            Err(code) => return code,
-        },
+/// The configuration `--config` names (defaults without it), with `--data` pointing the
+/// embedded store at another directory.
+pub(crate) fn store_config(config: Option<&PathBuf>, data: Option<&PathBuf>) -> Result<Config, ExitCode> {
+    let mut config = match config {
+        Some(path) => load_config(path)?.0,
         None => Config::default(),
     };
-    let mut config = config;
-    if let Some(data) = &args.data {
+    if let Some(data) = data {
         config.storage.clickhouse = None;
         config.storage.embedded = Some(epicenter_collector::config::EmbeddedConfig { path: data.clone() });
     }
+    Ok(config)
+}
+
+/// Opens the store `config` names for reading: a missing embedded store is an error (rather
+/// than a new empty one).
+pub(crate) fn open_existing(config: &Config) -> Result<(tokio::runtime::Runtime, crate::run::Store), ExitCode> {
     if config.storage.clickhouse.is_none() {
         let path = config.storage.embedded_path();
         if !path.exists() {
             eprintln!(
-                "error: no epicenter store at {} (relative paths are read from the current directory): run `epicenter run` first, or pass --config naming the store",
+                "error: no epicenter store at {} (relative paths are read from the current directory): run `epicenter run` first, or pass --config or --data naming the store",
                 path.display()
             );
-            return ExitCode::from(1);
+            return Err(ExitCode::from(1));
         }
     }
-    let runtime = match runtime() {
-        Ok(runtime) => runtime,
+    let runtime = runtime()?;
+    let store = open_store(config, &runtime)?;
+    Ok((runtime, store))
+}
+
+/// Runs `epicenter sql`.
+pub(crate) fn run(args: &SqlArgs) -> ExitCode {
+    let config = match store_config(args.config.as_ref(), args.data.as_ref()) {
+        Ok(config) => config,
         Err(code) => return code,
     };
-    let store = match open_store(&config, &runtime) {
-        Ok(store) => store,
+    let (runtime, store) = match open_existing(&config) {
+        Ok(opened) => opened,
         Err(code) => return code,
     };
     match store.query(&runtime, &args.query, &args.format) {

@@ -163,7 +163,7 @@ fn node_loss_storms_the_surviving_nodes_within_two_intervals() {
     }
     assert!(run.stdout.contains("redis-2-1 on dc-2-host-3"), "{}", run.stdout);
     // Replay from the stored samples agrees with the live detector: same kind, datacenter and
-    // first host, opened within one scrape interval of the live verdict.
+    // first host, opened within two scrape intervals of the live verdict.
     let live = sql(
         &run.config,
         "SELECT kind, dc, hosts[1], toUnixTimestamp64Milli(time) FROM verdicts WHERE state = 'opened' ORDER BY time LIMIT 1",
@@ -190,7 +190,9 @@ fn node_loss_storms_the_surviving_nodes_within_two_intervals() {
         "{first}"
     );
     let apart = first["time_ms"].as_i64().unwrap() - live[0][3].parse::<i64>().unwrap();
-    assert!(apart.abs() <= interval, "replay opened {apart} ms from live");
+    // The live detector judges on wall-clock ticks: on a loaded machine it may see a round
+    // late; two intervals is the bound.
+    assert!(apart.abs() <= 2 * interval, "replay opened {apart} ms from live");
     // An empty result is said, on stderr, in the default (pretty) format.
     let empty = Command::new(env!("CARGO_BIN_EXE_epicenter"))
         .args(["sql", "--data"])
