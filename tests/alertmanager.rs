@@ -49,6 +49,34 @@ impl Drop for Guard {
     }
 }
 
+/// Starts `epicenter fleet` (redis-node-loss at `speed`) and waits for its targets file.
+fn start_fleet(speed: u32, targets: &std::path::Path) -> Child {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args([
+            "fleet",
+            "--scenario",
+            "redis-node-loss",
+            "--speed",
+            &speed.to_string(),
+            "--targets-file",
+        ])
+        .arg(targets)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let written = (0..200).any(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        std::fs::read_to_string(targets).is_ok_and(|text| text.trim_end().ends_with(']'))
+    });
+    if !written {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("epicenter fleet wrote no targets file");
+    }
+    child
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -126,26 +154,7 @@ fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {
     });
     assert!(ready, "alertmanager did not start");
     let targets = dir.join("targets.json");
-    guard.0.push(
-        Command::new(env!("CARGO_BIN_EXE_epicenter"))
-            .args([
-                "fleet",
-                "--scenario",
-                "redis-node-loss",
-                "--speed",
-                "60",
-                "--targets-file",
-            ])
-            .arg(&targets)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    assert!((0..200).any(|_| {
-        std::thread::sleep(Duration::from_millis(50));
-        std::fs::read_to_string(&targets).is_ok_and(|text| text.trim_end().ends_with(']'))
-    }));
+    guard.0.push(start_fleet(60, &targets));
     let config = dir.join("run.yml");
     std::fs::write(
         &config,
@@ -223,26 +232,7 @@ fn a_receiver_down_for_a_minute_loses_nothing_and_delays_no_verdict() {
     let mut guard = Guard(Vec::new());
     let targets = dir.join("targets.json");
     // At 20x: the node dies at 9 s and returns at 21 s of wall time.
-    guard.0.push(
-        Command::new(env!("CARGO_BIN_EXE_epicenter"))
-            .args([
-                "fleet",
-                "--scenario",
-                "redis-node-loss",
-                "--speed",
-                "20",
-                "--targets-file",
-            ])
-            .arg(&targets)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    assert!((0..200).any(|_| {
-        std::thread::sleep(Duration::from_millis(50));
-        std::fs::read_to_string(&targets).is_ok_and(|text| text.trim_end().ends_with(']'))
-    }));
+    guard.0.push(start_fleet(20, &targets));
     let server = format!("127.0.0.1:{}", free_port());
     let config = dir.join("run.yml");
     std::fs::write(
