@@ -6,6 +6,7 @@ mod demo;
 mod eval;
 mod fleet;
 mod live;
+mod loadgen;
 mod notify;
 mod petshop;
 mod replay;
@@ -20,9 +21,9 @@ use clap::{Parser, Subcommand};
 /// epicenter names the failing datacenter and host when a fleet lights up.
 ///
 /// It scrapes client, connection-pool and mailbox metrics into ClickHouse and correlates
-/// spikes across the service dependency graph. Today's build parses and checks exporter
-/// output, scrapes targets into the embedded store and answers SQL; the detector and the demo
-/// land next. Logs: EPICENTER_LOG=info (or debug, per module: epicenter_collector=debug).
+/// spikes across the service dependency graph: `run` scrapes and detects live, `demo` shows
+/// it on a simulated fleet, `replay` and `eval` judge stored or scripted incidents.
+/// Logs: EPICENTER_LOG=info (or debug, per module: epicenter_collector=debug).
 #[derive(Parser, Debug)]
 #[command(name = "epicenter", version, about, long_about = None, propagate_version = true)]
 struct Cli {
@@ -93,6 +94,10 @@ enum Command {
     ///   epicenter sql --format CSV "SELECT metric, count() FROM samples GROUP BY metric"
     #[command(verbatim_doc_comment)]
     Sql(sql::SqlArgs),
+
+    /// Real workloads for end-to-end trials: `loadgen redis` drives real Redis nodes from
+    /// backend instances that export Lettuce/commons-pool2 metrics (see scripts/real-demo).
+    Loadgen(loadgen::LoadgenArgs),
 }
 
 fn main() -> ExitCode {
@@ -113,5 +118,6 @@ fn main() -> ExitCode {
         Command::Replay(args) => replay::run(&args),
         Command::Fleet(args) => fleet::run(&args),
         Command::Sql(args) => sql::run(&args),
+        Command::Loadgen(args) => loadgen::run(&args),
     }
 }

@@ -5,13 +5,15 @@
 //! The method is the detector's, adapted to 5-minute steps without scrapes: every series
 //! (component × metric × statistic) is judged against a robust baseline (median and MAD of
 //! the fault-free period in `noissue/` when the setting has one, else of the issue's own
-//! steps before the issue) in its bad direction (latency up, availability down, requests
+//! steps before the issue; a single step before it, as in the temporal settings' 5-step
+//! files, gives a relative change) in its bad direction (latency up, availability down, requests
 //! either way); a component's score is its strongest series among the issue's metric (for an
 //! availability issue, availability and latency). Candidates are the issue's target and
 //! everything it calls, directly or not (`graph.csv`, row calls column). Faults spread to
 //! callers: a walk from the target follows the most anomalous callee while it explains what
-//! was seen (anomalous and at least half as strong); its end ranks first. Nothing here is
-//! fitted to the dataset's issues.
+//! was seen (anomalous and at least half as strong), never stopping on a caller's record of a
+//! call (`*_remote`, see [`is_call_record`]); its end ranks first. Nothing here is fitted to
+//! the dataset's issues.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -123,7 +125,9 @@ fn median(values: &mut [f64]) -> f64 {
 
 /// Robust score of the issue steps against the baseline, in the bad direction of `metric`.
 fn score(baseline: &[f64], issue: &[f64], metric: &str) -> f64 {
-    if baseline.len() < 2 || issue.is_empty() {
+    // One step before the issue (the temporal settings' 5-step files) still gives a baseline:
+    // its MAD is 0, so the scale falls back to 10 % of the value, a relative change.
+    if baseline.is_empty() || issue.is_empty() {
         return 0.0;
     }
     let mut values = baseline.to_vec();
@@ -143,6 +147,15 @@ fn score(baseline: &[f64], issue: &[f64], metric: &str) -> f64 {
         })
         .fold(0.0, f64::max)
         / scale
+}
+
+/// Whether `node` is a caller's record of a call rather than a component: X-Ray names the
+/// subsegment a caller writes for a downstream it cannot see into (a load balancer, an
+/// uninstrumented endpoint) `<host>_remote`. Its latency and errors are the callee's as the
+/// caller saw them, so it explains nothing the component behind it does not; it is ranked after
+/// the components and a walk does not stop on it.
+fn is_call_record(node: &str) -> bool {
+    node.ends_with("_remote")
 }
 
 /// The ranking for one issue, best first.
@@ -225,7 +238,7 @@ fn rank(
             .get(&current)
             .into_iter()
             .flatten()
-            .filter(|callee| candidates.contains(*callee) && !path.contains(callee))
+            .filter(|callee| candidates.contains(*callee) && !path.contains(callee) && !is_call_record(callee))
             .max_by(|a, b| of(a).total_cmp(&of(b)).then(b.cmp(a)));
         match best {
             Some(callee) if of(callee) >= 3.0 && of(callee) >= 0.5 * of(&current).max(3.0) => path.push(callee.clone()),
@@ -234,7 +247,12 @@ fn rank(
     }
     let mut ranked: Vec<String> = path.iter().rev().cloned().collect();
     let mut rest: Vec<&String> = candidates.iter().filter(|name| !path.contains(name)).collect();
-    rest.sort_by(|a, b| of(b).total_cmp(&of(a)).then(a.cmp(b)));
+    rest.sort_by(|a, b| {
+        is_call_record(a)
+            .cmp(&is_call_record(b))
+            .then(of(b).total_cmp(&of(a)))
+            .then(a.cmp(b))
+    });
     ranked.extend(rest.into_iter().cloned());
     ranked
 }

@@ -9,45 +9,14 @@
 
 #![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-fn find(binary: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .map(|dir| dir.join(binary))
-        .find(|path| path.is_file())
-}
-
-fn prerequisites() -> Option<PathBuf> {
-    let alertmanager = find("prometheus-alertmanager");
-    let chdb = epicenter_collector::store::library_path().exists();
-    if alertmanager.is_none() || !chdb {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI needs prometheus-alertmanager and libchdb.so (scripts/test installs both)"
-        );
-        eprintln!("SKIPPED: prometheus-alertmanager or libchdb.so missing");
-        return None;
-    }
-    alertmanager
-}
-
-struct Guard(Vec<Child>);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
+use common::{free_port, receive_on, receiver, require, start_alertmanager, Guard};
 
 /// Starts `epicenter fleet` (redis-node-loss at `speed`) and waits for its targets file.
 fn start_fleet(speed: u32, targets: &std::path::Path) -> Child {
@@ -77,82 +46,17 @@ fn start_fleet(speed: u32, targets: &std::path::Path) -> Child {
     child
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// A webhook receiver on a new port: its address and every POST body, in order.
-fn receiver() -> (String, Arc<Mutex<Vec<serde_json::Value>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = listener.local_addr().unwrap().to_string();
-    (address, receive_on(listener))
-}
-
-/// Answers every request on `listener` with 200 and keeps the JSON bodies, in order.
-fn receive_on(listener: TcpListener) -> Arc<Mutex<Vec<serde_json::Value>>> {
-    let bodies = Arc::new(Mutex::new(Vec::new()));
-    let store = bodies.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = value.trim().parse().unwrap_or(0);
-                }
-                if line == "\r\n" {
-                    break;
-                }
-            }
-            let mut body = vec![0u8; length];
-            let _ = reader.read_exact(&mut body);
-            if let Ok(document) = serde_json::from_slice(&body) {
-                store.lock().unwrap().push(document);
-            }
-            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-        }
-    });
-    bodies
-}
-
 #[test]
 fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {
-    let Some(alertmanager) = prerequisites() else { return };
+    let Some(binaries) = require(&["prometheus-alertmanager"]) else {
+        return;
+    };
     let dir = std::env::temp_dir().join(format!("epicenter-am-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let (hook, bodies) = receiver();
-    let am_port = free_port();
-    std::fs::write(
-        dir.join("alertmanager.yml"),
-        format!(
-            "route:\n  receiver: test\n  group_by: [alertname, dc, host, kind]\n  group_wait: 1s\n  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n  - name: test\n    webhook_configs:\n      - url: http://{hook}/\n        send_resolved: true\n"
-        ),
-    )
-    .unwrap();
-    let mut guard = Guard(Vec::new());
-    guard.0.push(
-        Command::new(&alertmanager)
-            .arg(format!("--config.file={}", dir.join("alertmanager.yml").display()))
-            .arg(format!("--storage.path={}", dir.join("am-data").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{am_port}"))
-            .arg("--cluster.listen-address=")
-            .arg(format!("--web.external-url=http://127.0.0.1:{am_port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let ready = (0..100).any(|_| {
-        std::thread::sleep(Duration::from_millis(100));
-        std::net::TcpStream::connect(("127.0.0.1", am_port)).is_ok()
-    });
-    assert!(ready, "alertmanager did not start");
+    let mut guard = Guard::default();
+    let am_port = start_alertmanager(&binaries[0], &dir, &hook, &mut guard);
     let targets = dir.join("targets.json");
     guard.0.push(start_fleet(60, &targets));
     let config = dir.join("run.yml");
@@ -220,16 +124,14 @@ fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {
 /// back both the firing and the resolved notification arrive: nothing lost.
 #[test]
 fn a_receiver_down_for_a_minute_loses_nothing_and_delays_no_verdict() {
-    if !epicenter_collector::store::library_path().exists() {
-        assert!(std::env::var_os("CI").is_none(), "CI needs libchdb.so");
-        eprintln!("SKIPPED: libchdb.so missing");
+    if require(&[]).is_none() {
         return;
     }
     let dir = std::env::temp_dir().join(format!("epicenter-outage-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let hook_port = free_port();
-    let mut guard = Guard(Vec::new());
+    let mut guard = Guard::default();
     let targets = dir.join("targets.json");
     // At 20x: the node dies at 9 s and returns at 21 s of wall time.
     guard.0.push(start_fleet(20, &targets));

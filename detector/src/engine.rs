@@ -87,7 +87,7 @@ pub struct Candidate {
 /// What the detector says.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
-    /// Failure kind (`node_loss`, `slow_node`, `cold_start`, `pool_exhaustion`,
+    /// Failure kind (`node_loss`, `node_hang`, `slow_node`, `cold_start`, `pool_exhaustion`,
     /// `retry_storm`, `mailbox_overload`, `session_loss`, `dc_degradation`, `unknown`).
     pub kind: String,
     /// Datacenter of the root cause.
@@ -126,6 +126,9 @@ pub struct Settings {
     pub weak_score: f64,
     /// Rounds weaker evidence must last. Default 6.
     pub weak_rounds: u32,
+    /// Rounds a leader whose evidence is latency alone must lead: a starved or briefly
+    /// paused process shows a second or two of latency and nothing else. Default 3.
+    pub latency_rounds: u32,
 }
 
 impl Default for Settings {
@@ -137,6 +140,7 @@ impl Default for Settings {
             min_score: 4.0,
             weak_score: 0.6,
             weak_rounds: 6,
+            latency_rounds: 3,
         }
     }
 }
@@ -269,12 +273,14 @@ impl Detector {
                 if !rule.matches(&labels) {
                     continue;
                 }
+                // Values quoted (Debug escapes `"` and `\`): label sets holding `,` or `=` in
+                // their values never share a key.
                 let label_key: String = labels
                     .iter()
                     .filter(|(name, _)| name.as_str() != "le" && name.as_str() != "quantile")
-                    .map(|(name, value)| format!("{name}={value},"))
+                    .map(|(name, value)| format!("{name}={value:?},"))
                     .collect();
-                let key = format!("{}|{rule_index}|{label_key}", instance.name);
+                let key = format!("{:?}|{rule_index}|{label_key}", instance.name);
                 let peer = rule.peer(&labels);
                 let entry = self.signals.entry(key).or_insert_with(|| SignalEntry {
                     rule: rule_index,
@@ -499,16 +505,53 @@ impl Detector {
                 Some((previous, rounds)) if *previous == name => rounds + 1,
                 _ => 1,
             };
-            self.leader = Some((name, rounds));
+            self.leader = Some((name.clone(), rounds));
             let kind = self.kind(&assessment.anomalies, &assessment.candidates);
+            // Latency alone (no errors, saturation or lost availability anywhere on the
+            // leader's evidence) is what a starved or paused process shows for a second or
+            // two: it must last `latency_rounds`.
+            let latency_only = assessment
+                .anomalies
+                .iter()
+                .filter(|a| a.instance == name || a.peer.as_deref() == Some(name.as_str()))
+                .all(|a| a.class == Class::Latency);
             let enough = if leader_score >= self.settings.min_score {
-                rounds >= self.settings.confirm_rounds
+                rounds
+                    >= self
+                        .settings
+                        .confirm_rounds
+                        .max(if latency_only { self.settings.latency_rounds } else { 0 })
             } else {
                 rounds >= self.settings.weak_rounds
             };
             let confirmed = enough && kind.as_deref() != Some("transient");
+            // Another instance takes an open verdict over only on evidence that would open
+            // one by itself, and only once the open verdict's own instance has lost its
+            // strong evidence (an instance restarted during an incident shows the incident's
+            // symptoms); until then the open verdict stands or fades on its own evidence.
+            let open_instance = self.open.as_ref().and_then(|open| open.instances.first().cloned());
+            if let Some(open_instance) = open_instance.filter(|open| *open != name) {
+                let own = assessment
+                    .candidates
+                    .iter()
+                    .find(|candidate| candidate.instance == open_instance)
+                    .map_or(0.0, |candidate| candidate.score);
+                if !confirmed || own >= self.settings.min_score {
+                    self.fade(assessment, own >= weak);
+                    return;
+                }
+            }
             if confirmed || self.open.is_some() {
-                let mut verdict = self.verdict(assessment, kind.unwrap_or_else(|| "unknown".to_string()));
+                // An open verdict keeps its kind while the same instance leads: recovery
+                // (a restarted node's reconnections, say) must not rename the failure.
+                let kept = self.open.as_ref().and_then(|open| {
+                    let same = leader
+                        .as_ref()
+                        .is_some_and(|leader| open.instances.first() == Some(&leader.instance));
+                    (same && open.kind != "dc_degradation").then(|| open.kind.clone())
+                });
+                let kind = kept.or(kind).unwrap_or_else(|| "unknown".to_string());
+                let mut verdict = self.verdict(assessment, kind);
                 if let Some(open) = &self.open {
                     verdict.opened_ms = open.opened_ms;
                     verdict.onset_ms = verdict.onset_ms.min(open.onset_ms);
@@ -520,15 +563,27 @@ impl Detector {
             }
         } else {
             self.leader = None;
-            if self.open.is_some() {
-                self.quiet_rounds += 1;
-                if self.quiet_rounds >= self.settings.resolve_rounds {
-                    self.open = None;
-                    assessment.resolved = true;
-                } else {
-                    assessment.verdict = self.open.clone();
-                }
-            }
+            self.fade(assessment, false);
+        }
+    }
+
+    /// A round in which the open verdict (if any) is not renewed: it stands while its own
+    /// instance keeps weak evidence (`supported`), and resolves after `resolve_rounds` quiet
+    /// rounds.
+    fn fade(&mut self, assessment: &mut Assessment, supported: bool) {
+        if self.open.is_none() {
+            return;
+        }
+        if supported {
+            self.quiet_rounds = 0;
+        } else {
+            self.quiet_rounds += 1;
+        }
+        if self.quiet_rounds >= self.settings.resolve_rounds {
+            self.open = None;
+            assessment.resolved = true;
+        } else {
+            assessment.verdict = self.open.clone();
         }
     }
 
@@ -544,6 +599,10 @@ impl Detector {
         let own: Vec<&Anomaly> = anomalies.iter().filter(|a| a.instance == leader.instance).collect();
         let has = |class: Class| own.iter().any(|a| a.class == class && a.peer.is_none());
         let kind = match leader.service.as_str() {
+            // The node's exporter could not even be scraped in time (`up` down, while a dead
+            // node's exporter still answers `redis_up 0`): the node accepts connections but
+            // does not answer (SIGSTOP, CLIENT PAUSE ALL, a stuck host).
+            "redis" if own.iter().any(|a| a.metric == "up" && a.class == Class::Availability) => "node_hang",
             "redis" if has(Class::Availability) => "node_loss",
             "redis" => "slow_node",
             "db" => "pool_exhaustion",
@@ -618,6 +677,24 @@ impl Detector {
                 .collect();
             hosts.retain(|host| candidates.iter().any(|c| &c.host == host && c.dc == leader.dc));
             ("network".to_string(), in_dc)
+        } else if kind == "cold_start" {
+            // A deploy restarts several instances: name every restarted instance of the
+            // leader's service that is a candidate, and only those.
+            let restarted: Vec<&Candidate> = candidates
+                .iter()
+                .filter(|c| {
+                    c.service == leader.service
+                        && assessment
+                            .anomalies
+                            .iter()
+                            .any(|a| a.instance == c.instance && a.class == Class::Restart)
+                })
+                .collect();
+            hosts.retain(|host| restarted.iter().any(|c| &c.host == host));
+            (
+                leader.service.clone(),
+                restarted.iter().map(|c| c.instance.clone()).collect(),
+            )
         } else {
             (leader.service.clone(), vec![leader.instance.clone()])
         };

@@ -1,0 +1,288 @@
+//! What the end-to-end tests share: finding Debian binaries, free ports, child processes
+//! stopped when a test ends (even on panic), a webhook receiver, and JSON over plain HTTP.
+
+#![allow(dead_code, reason = "each test binary uses part of this module")]
+#![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub(crate) use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+
+/// `binary` on PATH.
+pub(crate) fn find(binary: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join(binary))
+        .find(|path| path.is_file())
+}
+
+/// Every binary in `binaries` (and libchdb.so), or None when one is missing outside CI; in
+/// CI a missing one fails the test (scripts/test installs them).
+pub(crate) fn require(binaries: &[&str]) -> Option<Vec<PathBuf>> {
+    let found: Vec<Option<PathBuf>> = binaries.iter().map(|binary| find(binary)).collect();
+    let chdb = epicenter_collector::store::library_path().exists();
+    if found.iter().any(Option::is_none) || !chdb {
+        let missing: Vec<&str> = binaries
+            .iter()
+            .zip(&found)
+            .filter(|(_, path)| path.is_none())
+            .map(|(binary, _)| *binary)
+            .chain((!chdb).then_some("libchdb.so"))
+            .collect();
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI needs {missing:?} (scripts/test installs them)"
+        );
+        eprintln!("SKIPPED: {missing:?} missing (scripts/test installs them)");
+        return None;
+    }
+    Some(found.into_iter().flatten().collect())
+}
+
+/// A port nothing listens on now.
+pub(crate) fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Waits up to `limit` for something to accept on 127.0.0.1:`port`.
+pub(crate) fn wait_port(port: u16, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// Starts `command` in its own process group, so that a signal meant for it never reaches the
+/// test, and stopping it stops its children too.
+pub(crate) fn spawn(command: &mut Command) -> Child {
+    command
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|error| panic!("cannot start {command:?}: {error}"))
+}
+
+/// Sends `signal` (e.g. SIGKILL, SIGSTOP, SIGCONT) to `child` alone.
+pub(crate) fn signal(child: &Child, signal: Signal) {
+    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, signal).unwrap_or_else(|error| panic!("kill -{signal} {pid}: {error}"));
+}
+
+/// Children killed (and reaped) when the guard is dropped.
+#[derive(Default)]
+pub(crate) struct Guard(pub Vec<Child>);
+
+impl Guard {
+    /// Keeps `child` until the guard is dropped; returns its index.
+    pub(crate) fn keep(&mut self, child: Child) -> usize {
+        self.0.push(child);
+        self.0.len() - 1
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            // The whole process group: a stopped child is continued first, children go too.
+            if let Ok(id) = i32::try_from(child.id()) {
+                let _ = nix::sys::signal::killpg(Pid::from_raw(id), Signal::SIGCONT);
+                let _ = nix::sys::signal::killpg(Pid::from_raw(id), Signal::SIGKILL);
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A webhook receiver on a new port: its address and every POST body, in order.
+pub(crate) fn receiver() -> (String, Arc<Mutex<Vec<serde_json::Value>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    (address, receive_on(listener))
+}
+
+/// Answers every request on `listener` with 200 and keeps the JSON bodies, in order.
+pub(crate) fn receive_on(listener: TcpListener) -> Arc<Mutex<Vec<serde_json::Value>>> {
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let store = bodies.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            let mut body = vec![0u8; length];
+            let _ = reader.read_exact(&mut body);
+            if let Ok(document) = serde_json::from_slice(&body) {
+                store.lock().unwrap().push(document);
+            }
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    bodies
+}
+
+/// GET `path` from `server` (host:port): the whole response (status line, headers, body),
+/// empty when the connection fails.
+pub(crate) fn get_text(server: &str, path: &str) -> String {
+    let Ok(mut stream) = std::net::TcpStream::connect(server) else {
+        return String::new();
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\n\r\n"
+    );
+    let mut response = String::new();
+    let _ = stream.read_to_string(&mut response);
+    response
+}
+
+/// GET `path` from `server` (host:port) and parse the body as JSON; Null when anything fails.
+pub(crate) fn get_json(server: &str, path: &str) -> serde_json::Value {
+    let response = get_text(server, path);
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    let start = body.find(['{', '[']).unwrap_or(0);
+    let end = body.rfind(['}', ']']).map_or(0, |at| at + 1);
+    serde_json::from_str(body.get(start..end).unwrap_or("")).unwrap_or(serde_json::Value::Null)
+}
+
+/// Starts the real Alertmanager on a free port with one webhook receiver at `hook`
+/// (group_wait and group_interval 1 s, resolved notifications on); returns its port.
+pub(crate) fn start_alertmanager(
+    binary: &std::path::Path,
+    dir: &std::path::Path,
+    hook: &str,
+    guard: &mut Guard,
+) -> u16 {
+    let port = free_port();
+    std::fs::write(
+        dir.join("alertmanager.yml"),
+        format!(
+            "route:\n  receiver: test\n  group_by: [alertname, dc, host, kind]\n  group_wait: 1s\n  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n  - name: test\n    webhook_configs:\n      - url: http://{hook}/\n        send_resolved: true\n"
+        ),
+    )
+    .unwrap();
+    guard.keep(spawn(
+        Command::new(binary)
+            .arg(format!("--config.file={}", dir.join("alertmanager.yml").display()))
+            .arg(format!("--storage.path={}", dir.join("am-data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--cluster.listen-address=")
+            .arg(format!("--web.external-url=http://127.0.0.1:{port}"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null()),
+    ));
+    assert!(wait_port(port, Duration::from_secs(10)), "alertmanager did not start");
+    port
+}
+
+/// Writes `config` (epicenter YAML) into `dir`, starts `epicenter run` with it (log in
+/// `dir/epicenter.log`) and waits until its API on `api` (host:port) accepts connections.
+pub(crate) fn start_epicenter(dir: &std::path::Path, api: &str, config: &str, guard: &mut Guard) {
+    let path = dir.join("epicenter.yml");
+    std::fs::write(&path, config).unwrap();
+    let log = std::fs::File::create(dir.join("epicenter.log")).unwrap();
+    guard.keep(spawn(
+        Command::new(env!("CARGO_BIN_EXE_epicenter"))
+            .args(["run", "--config"])
+            .arg(&path)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log),
+    ));
+    let port = api.rsplit_once(':').unwrap().1.parse().unwrap();
+    assert!(
+        wait_port(port, Duration::from_secs(30)),
+        "epicenter run did not serve {api}"
+    );
+}
+
+/// The open verdict at epicenter's API `api`, if any.
+pub(crate) fn open_verdict(api: &str) -> Option<serde_json::Value> {
+    let document = get_json(api, "/api/v1/verdicts");
+    let open = &document["data"]["open"];
+    (!open.is_null()).then(|| open.clone())
+}
+
+/// Verdict events at `api` as (time ms, state, first host, kind), oldest first.
+pub(crate) fn verdict_events(api: &str) -> Vec<(i64, String, String, String)> {
+    get_json(api, "/api/v1/verdicts")["data"]["history"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|event| {
+            (
+                event["time_ms"].as_i64().unwrap_or(0),
+                event["state"].as_str().unwrap_or("").to_string(),
+                event["verdict"]["hosts"][0].as_str().unwrap_or("").to_string(),
+                event["verdict"]["kind"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Waits up to `limit` for an open verdict at `api`; returns it and how long it took.
+pub(crate) fn await_verdict(api: &str, limit: Duration) -> Option<(serde_json::Value, Duration)> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Some(verdict) = open_verdict(api) {
+            return Some((verdict, start.elapsed()));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    None
+}
+
+/// Waits up to `limit` until no verdict is open at `api`.
+pub(crate) fn await_quiet(api: &str, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if open_verdict(api).is_none() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    false
+}
+
+/// One line for a verdict: kind, service, first host, dc, confidence.
+pub(crate) fn describe(verdict: &serde_json::Value) -> String {
+    format!(
+        "{} {} on {} in {} (confidence {:.2})",
+        verdict["kind"].as_str().unwrap_or("?"),
+        verdict["service"].as_str().unwrap_or("?"),
+        verdict["hosts"][0].as_str().unwrap_or("?"),
+        verdict["dc"].as_str().unwrap_or("?"),
+        verdict["confidence"].as_f64().unwrap_or(0.0)
+    )
+}
+
+/// The last 40 lines of `dir/epicenter.log`, for failure messages.
+pub(crate) fn epicenter_log(dir: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(dir.join("epicenter.log")).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
