@@ -43,7 +43,7 @@ fn static_job(job: &str, service: &str, targets: &[(String, String, String, Stri
 }
 
 #[test]
-fn a_runaway_mailbox_is_named_with_its_service_and_host() {
+fn e2e_a_runaway_mailbox_is_named_with_its_service_and_host() {
     let Some(binaries) = require(&["escript"]) else { return };
     let dir = work_dir("beam");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/real/beam/mailbox.escript");
@@ -167,7 +167,7 @@ fn start_jvm(
 }
 
 #[test]
-fn a_cold_deploy_is_named_on_the_restarted_hosts_only() {
+fn e2e_a_cold_deploy_is_named_on_the_restarted_hosts_only() {
     let Some(binaries) = require(&["java", "javac"]) else {
         return;
     };

@@ -304,7 +304,7 @@ fn check_fault(
 }
 
 #[test]
-fn kill_stop_and_pause_are_each_named_and_paged() {
+fn e2e_kill_stop_and_pause_are_each_named_and_paged() {
     let Some((mut rig, binaries)) = Rig::start_healthy("faults") else {
         return;
     };
@@ -363,7 +363,7 @@ fn now_ms() -> i64 {
 /// verdicts that each name the node restarted last (or the one before, while its evidence
 /// fades) — never a node not restarted yet, and never one restarted two turns ago.
 #[test]
-fn a_rolling_restart_names_only_the_restarted_nodes() {
+fn e2e_a_rolling_restart_names_only_the_restarted_nodes() {
     let Some((mut rig, _)) = Rig::start_healthy("rolling") else {
         return;
     };
