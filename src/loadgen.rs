@@ -72,7 +72,7 @@ pub(crate) struct HttpArgs {
     path: String,
 
     /// Requests per second per target.
-    #[arg(long, default_value_t = 20.0, value_name = "PER_SECOND")]
+    #[arg(long, default_value_t = 20.0, value_name = "PER_SECOND", value_parser = positive_rate)]
     rate: f64,
 
     /// How long a request may take before it counts as failed (status `IO_ERROR`).
@@ -116,7 +116,7 @@ pub(crate) struct RedisArgs {
     dcs: Vec<String>,
 
     /// Requests per second per instance (80 % GET, 20 % SET on random keys).
-    #[arg(long, default_value_t = 40.0, value_name = "PER_SECOND")]
+    #[arg(long, default_value_t = 40.0, value_name = "PER_SECOND", value_parser = positive_rate)]
     rate: f64,
 
     /// Keys in the key space (`key:0` ..).
@@ -154,6 +154,14 @@ pub(crate) fn run(args: &LoadgenArgs) -> ExitCode {
     match &args.kind {
         LoadKind::Redis(redis_args) => run_redis(redis_args),
         LoadKind::Http(http_args) => run_http(http_args),
+    }
+}
+
+/// A request rate: a finite number above 0 (requests per second).
+fn positive_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate > 0.0 => Ok(rate),
+        _ => Err(format!("'{text}' is not a rate above 0 (requests per second)")),
     }
 }
 
@@ -551,14 +559,17 @@ fn run_redis(args: &RedisArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if args.instances == 0
-        || args.dcs.is_empty()
-        || !args.rate.is_finite()
-        || args.rate <= 0.0
-        || args.pool_size == 0
-        || args.keys == 0
-    {
-        eprintln!("error: --instances, --dcs, --rate, --pool-size and --keys must be positive");
+    let problems = [
+        (args.instances == 0, "--instances must be at least 1"),
+        (
+            args.dcs.iter().any(String::is_empty),
+            "--dcs must name at least one datacenter, without empty names",
+        ),
+        (args.pool_size == 0, "--pool-size must be at least 1"),
+        (args.keys == 0, "--keys must be at least 1"),
+    ];
+    if let Some((_, message)) = problems.iter().find(|(bad, _)| *bad) {
+        eprintln!("error: {message}");
         return ExitCode::from(2);
     }
     let runtime = match runtime() {
@@ -715,8 +726,8 @@ fn run_http(args: &HttpArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if !args.rate.is_finite() || args.rate <= 0.0 || !args.path.starts_with('/') {
-        eprintln!("error: --rate must be positive and --path must start with '/'");
+    if !args.path.starts_with('/') {
+        eprintln!("error: --path '{}' must start with '/', e.g. /work", args.path);
         return ExitCode::from(2);
     }
     let latency = match HistogramVec::new(
