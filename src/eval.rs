@@ -268,11 +268,11 @@ pub(crate) fn evaluate(scenario: &Scenario, rules: Vec<rules::Rule>, trace: bool
                 dcs
             };
             (
-                scores_of(&verdict.hosts, &dcs, first_truth),
+                scores_of(&verdict.ranked_hosts(), &dcs, first_truth),
                 Some(VerdictSummary {
                     kind: verdict.kind.clone(),
                     dc: verdict.dc.clone(),
-                    hosts: verdict.hosts.iter().take(3).cloned().collect(),
+                    hosts: verdict.ranked_hosts().into_iter().take(3).collect(),
                 }),
             )
         }

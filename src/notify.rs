@@ -124,9 +124,10 @@ fn rfc3339(time: SystemTime) -> String {
     humantime::format_rfc3339_millis(time).to_string()
 }
 
-/// The one-line answer: what, where, since when.
+/// The one-line answer: the kind, then where (instances, service, hosts, datacenter), how many
+/// callers' evidence points at it, and the confidence, e.g. `node loss: redis-2-1 (service
+/// redis on dc-2-redis-1, dc-2); 11 callers point at it; confidence 0.93`.
 pub(crate) fn summary(verdict: &Verdict) -> String {
-    let host = verdict.hosts.first().map_or("?", String::as_str);
     let callers = verdict
         .evidence
         .iter()
@@ -135,14 +136,18 @@ pub(crate) fn summary(verdict: &Verdict) -> String {
         .collect::<std::collections::BTreeSet<_>>()
         .len();
     format!(
-        "{} {} in {}: {} ({} on {}), {} callers pointing at it, confidence {:.2}",
-        verdict.instances.join(", "),
+        "{}: {} (service {} on {}, {}); {} {} at it; confidence {:.2}",
         verdict.kind.replace('_', " "),
-        verdict.dc,
-        verdict.kind,
+        verdict.instances.join(", "),
         verdict.service,
-        host,
+        if verdict.hosts.is_empty() {
+            "?".to_string()
+        } else {
+            verdict.hosts.join(", ")
+        },
+        verdict.dc,
         callers,
+        if callers == 1 { "caller points" } else { "callers point" },
         verdict.confidence
     )
 }
@@ -345,7 +350,7 @@ mod tests {
         assert_eq!(alert["labels"]["host"], "dc-2-host-3");
         assert_eq!(
             alert["annotations"]["summary"],
-            "redis-2-1 node loss in dc-2: node_loss (redis on dc-2-host-3), 0 callers pointing at it, confidence 0.80"
+            "node loss: redis-2-1 (service redis on dc-2-host-3, dc-2); 0 callers point at it; confidence 0.80"
         );
         // Resolved: endsAt is now, after startsAt (the verdict opened at 2 s after the epoch).
         assert_eq!(alert["startsAt"], "1970-01-01T00:00:02.000Z");

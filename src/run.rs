@@ -345,11 +345,12 @@ pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for:
     eprintln!(
         "epicenter: stopping ({stopped_by}): flushing what was scraped; a second Ctrl-C or SIGTERM exits at once"
     );
-    // A second signal during the flush exits without waiting.
+    // A second signal during the flush exits without waiting, and without the embedded
+    // engine's exit-time destructors (they crash while its threads run; see `exit_now`).
     tokio::spawn(async {
         let signal = stop_signal().await;
         eprintln!("epicenter: {signal} again: exiting without flushing");
-        std::process::exit(130);
+        epicenter_collector::store::exit_now(130);
     });
     for task in tasks {
         let _ = task.await;

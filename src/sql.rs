@@ -59,6 +59,15 @@ pub(crate) fn open_existing(config: &Config) -> Result<(tokio::runtime::Runtime,
             );
             return Err(ExitCode::from(1));
         }
+        // chDB makes any directory a store on open; a folder without the engine's `metadata/`
+        // is someone else's, and reading it must not write a store into it.
+        if !path.join("metadata").is_dir() {
+            eprintln!(
+                "error: {} is not an epicenter store (no metadata/ folder in it, as `epicenter run` and `epicenter demo` leave): pass --config or --data naming the store",
+                path.display()
+            );
+            return Err(ExitCode::from(1));
+        }
     }
     let runtime = runtime()?;
     let store = open_store(config, &runtime)?;

@@ -109,7 +109,11 @@ fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {
     );
     let alert = &firing[0]["alerts"][0];
     let summary = alert["annotations"]["summary"].as_str().unwrap();
-    assert!(summary.starts_with("redis-2-1 node loss in dc-2"), "{summary}");
+    assert!(
+        summary.starts_with("node loss: redis-2-1 (service redis on "),
+        "{summary}"
+    );
+    assert!(summary.contains(", dc-2);"), "{summary}");
     assert_eq!(alert["labels"]["severity"], "critical");
     assert!(
         seen.iter().any(|body| is(body, "resolved")),

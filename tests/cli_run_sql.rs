@@ -384,3 +384,67 @@ fn sql_without_a_store_says_so() {
     assert!(!dir.join("data").exists(), "sql must not create an empty store");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A folder that is not a store is refused, and left as it was (chDB would make it one).
+#[test]
+fn sql_refuses_a_folder_that_is_not_a_store() {
+    let dir = std::env::temp_dir().join(format!("epicenter-notastore-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["sql", "--data", dir.to_str().unwrap(), "SELECT 1"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("is not an epicenter store"), "{stderr}");
+    let mut left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["notes.txt"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A second Ctrl-C during the shutdown flush exits at once with status 130. It used to die of
+/// SIGSEGV (status 139) about every time: `std::process::exit` ran libchdb.so's exit-time
+/// destructors while the engine's threads were still working.
+#[test]
+fn a_second_signal_exits_130_without_crashing() {
+    if !library_available() {
+        return;
+    }
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    use std::os::unix::process::ExitStatusExt;
+    let live = serve(BODY);
+    let dir = std::env::temp_dir().join(format!("epicenter-twice-{}", std::process::id()));
+    for delay_ms in [5, 5, 10, 10, 15] {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = write_config(&dir, &[&live], "");
+        let child = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+            .args(["run", "--config", config.to_str().unwrap()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        kill(pid, Signal::SIGINT).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let _ = kill(pid, Signal::SIGINT);
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.signal(), None, "killed by a signal:\n{stderr}");
+        // 0 when the flush finished before the second signal arrived.
+        let code = output.status.code();
+        assert!(code == Some(130) || code == Some(0), "{code:?}\n{stderr}");
+        if code == Some(130) {
+            assert!(stderr.contains("again: exiting without flushing"), "{stderr}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-pub use chdb::{library_path, Chdb, ChdbError, CHDB_VERSION};
+pub use chdb::{exit_now, library_path, Chdb, ChdbError, CHDB_VERSION};
 
 use crate::scrape::{SampleRow, ScrapeReport};
 

@@ -92,7 +92,8 @@ pub struct Verdict {
     pub kind: String,
     /// Datacenter of the root cause.
     pub dc: String,
-    /// Hosts, most likely first.
+    /// Hosts of the instances named, in their order, each once: the answer, never a host of
+    /// an alternative. Ranked alternatives are in `candidates` ([`Verdict::ranked_hosts`]).
     pub hosts: Vec<String>,
     /// Service of the root cause (`network` for a datacenter degradation).
     pub service: String,
@@ -108,6 +109,20 @@ pub struct Verdict {
     pub onset_ms: i64,
     /// When it was first opened, ms.
     pub opened_ms: i64,
+}
+
+impl Verdict {
+    /// Hosts most likely first, for AC@k: the hosts named ([`Verdict::hosts`]), then the
+    /// other candidates' hosts in rank order, each once.
+    pub fn ranked_hosts(&self) -> Vec<String> {
+        let mut ranked = self.hosts.clone();
+        for candidate in &self.candidates {
+            if !ranked.contains(&candidate.host) {
+                ranked.push(candidate.host.clone());
+            }
+        }
+        ranked
+    }
 }
 
 /// Detector settings.
@@ -663,19 +678,12 @@ impl Detector {
         let candidates = &assessment.candidates;
         let leader = &candidates[0];
         let top: f64 = candidates.iter().take(3).map(|c| c.score).sum();
-        let mut hosts: Vec<String> = Vec::new();
-        for candidate in candidates {
-            if !hosts.contains(&candidate.host) {
-                hosts.push(candidate.host.clone());
-            }
-        }
         let (service, instances) = if kind == "dc_degradation" {
             let in_dc: Vec<String> = candidates
                 .iter()
                 .filter(|c| c.dc == leader.dc)
                 .map(|c| c.instance.clone())
                 .collect();
-            hosts.retain(|host| candidates.iter().any(|c| &c.host == host && c.dc == leader.dc));
             ("network".to_string(), in_dc)
         } else if kind == "cold_start" {
             // A deploy restarts several instances: name every restarted instance of the
@@ -690,7 +698,6 @@ impl Detector {
                             .any(|a| a.instance == c.instance && a.class == Class::Restart)
                 })
                 .collect();
-            hosts.retain(|host| restarted.iter().any(|c| &c.host == host));
             (
                 leader.service.clone(),
                 restarted.iter().map(|c| c.instance.clone()).collect(),
@@ -698,6 +705,14 @@ impl Detector {
         } else {
             (leader.service.clone(), vec![leader.instance.clone()])
         };
+        let mut hosts: Vec<String> = Vec::new();
+        for instance in &instances {
+            if let Some(candidate) = candidates.iter().find(|c| &c.instance == instance) {
+                if !hosts.contains(&candidate.host) {
+                    hosts.push(candidate.host.clone());
+                }
+            }
+        }
         let relevant: Vec<Anomaly> = assessment
             .anomalies
             .iter()
@@ -820,5 +835,40 @@ mod tests {
             (ranked[0].score - 2.0).abs() < 1e-9 && (ranked[1].score - 0.5).abs() < 1e-9,
             "{ranked:?}"
         );
+    }
+
+    /// The hosts a verdict names are those of its instances, never an alternative's; the
+    /// alternatives stay ranked behind them for AC@k.
+    #[test]
+    fn a_verdict_names_the_hosts_of_its_instances_only() {
+        let detector = detector();
+        let anomalies = vec![
+            anomaly("b1", Class::Latency, Some("r2"), 0),
+            anomaly("b2", Class::Latency, Some("r2"), 0),
+            anomaly("b3", Class::Saturation, None, 0),
+            anomaly("r1", Class::Traffic, None, 0),
+        ];
+        let candidates = detector.rank(&anomalies);
+        assert_eq!(candidates[0].instance, "r2");
+        assert!(candidates.len() >= 3, "{candidates:?}");
+        let assessment = Assessment {
+            time_ms: 10_000,
+            anomalies,
+            candidates: candidates.clone(),
+            verdict: None,
+            opened: false,
+            resolved: false,
+        };
+        let verdict = detector.verdict(&assessment, "slow_node".to_string());
+        assert_eq!(verdict.instances, ["r2"]);
+        assert_eq!(verdict.hosts, ["h5"]);
+        let mut expected = vec!["h5".to_string()];
+        for candidate in &candidates {
+            if !expected.contains(&candidate.host) {
+                expected.push(candidate.host.clone());
+            }
+        }
+        assert!(expected.len() >= 3, "{expected:?}");
+        assert_eq!(verdict.ranked_hosts(), expected);
     }
 }

@@ -57,6 +57,24 @@ pub fn library_path() -> PathBuf {
     cache.join("chdb").join(CHDB_VERSION).join("libchdb.so")
 }
 
+extern "C" {
+    /// POSIX `_exit(2)`: ends the process at once, without `atexit` handlers or static
+    /// destructors.
+    fn _exit(status: c_int) -> !;
+}
+
+/// Ends the process now with `code`, skipping `atexit` handlers and C++ static destructors.
+///
+/// `std::process::exit` runs them, and `libchdb.so`'s destructors tear down the engine's
+/// global state while its background threads still use it: the process then dies of SIGSEGV
+/// (exit status 139) instead of exiting with `code`. Use this for an exit that must not wait
+/// (a second Ctrl-C during a flush); data the engine has not committed is lost, as the caller
+/// warned. Standard error is unbuffered, so messages written before still appear.
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: `_exit` takes any int and never returns; it touches no Rust state.
+    unsafe { _exit(code) }
+}
+
 type ConnectFn = unsafe extern "C" fn(c_int, *mut *mut c_char) -> *mut *mut c_void;
 type CloseFn = unsafe extern "C" fn(*mut *mut c_void);
 type QueryFn = unsafe extern "C" fn(*mut c_void, *const c_char, usize, *const c_char, usize) -> *mut c_void;
