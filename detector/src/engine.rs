@@ -17,10 +17,11 @@
 //! degradation). It resolves after `resolve_rounds` quiet rounds.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::rules::{Class, Rule, ValueKind};
+use crate::rules::{Class, Role, Rule, ValueKind};
 use crate::signal::{Signal, Tuning};
 
 /// Where an instance runs.
@@ -202,6 +203,9 @@ pub struct Detector {
     instances: BTreeMap<String, InstanceInfo>,
     dependencies: Vec<Dependency>,
     signals: HashMap<String, SignalEntry>,
+    /// Roles rules gave an instance (keyed by its name) or a peer (keyed by the peer value as
+    /// the label carries it, resolved when read): learned when a series is first seen.
+    roles: HashMap<String, BTreeSet<Role>>,
     last_seen: HashMap<String, i64>,
     interval_ms: i64,
     leader: Option<(String, u32)>,
@@ -238,6 +242,7 @@ impl Detector {
             instances: BTreeMap::new(),
             dependencies,
             signals: HashMap::new(),
+            roles: HashMap::new(),
             last_seen: HashMap::new(),
             interval_ms,
             leader: None,
@@ -279,6 +284,7 @@ impl Detector {
             .entry(instance.name.clone())
             .or_insert_with(|| instance.clone());
         self.last_seen.insert(instance.name.clone(), time_ms);
+        let mut key = String::with_capacity(128);
         for (metric, labels, value) in samples {
             let Some(targets) = self.by_metric.get(metric) else {
                 continue;
@@ -289,21 +295,41 @@ impl Detector {
                     continue;
                 }
                 // Values quoted (Debug escapes `"` and `\`): label sets holding `,` or `=` in
-                // their values never share a key.
-                let label_key: String = labels
-                    .iter()
-                    .filter(|(name, _)| name.as_str() != "le" && name.as_str() != "quantile")
-                    .map(|(name, value)| format!("{name}={value:?},"))
-                    .collect();
-                let key = format!("{:?}|{rule_index}|{label_key}", instance.name);
-                let peer = rule.peer(&labels);
-                let entry = self.signals.entry(key).or_insert_with(|| SignalEntry {
-                    rule: rule_index,
-                    instance: instance.name.clone(),
-                    peer,
-                    signal: Signal::new(rule.spec.kind, rule.spec.bad, rule.spec.floor),
-                    pending: None,
-                });
+                // their values never share a key. Written into a reused buffer: a series
+                // already known costs no allocation.
+                key.clear();
+                let _ = write!(key, "{:?}|{rule_index}|", instance.name);
+                for (name, value) in &labels {
+                    if name != "le" && name != "quantile" {
+                        let _ = write!(key, "{name}={value:?},");
+                    }
+                }
+                if !self.signals.contains_key(key.as_str()) {
+                    let peer = rule.peer(&labels);
+                    if let Some(role) = rule.spec.role {
+                        let holder = match (&rule.spec.peer, &peer) {
+                            (Some(_), Some(peer)) => Some(peer.clone()),
+                            (Some(_), None) => None,
+                            (None, _) => Some(instance.name.clone()),
+                        };
+                        if let Some(holder) = holder {
+                            self.roles.entry(holder).or_default().insert(role);
+                        }
+                    }
+                    self.signals.insert(
+                        key.clone(),
+                        SignalEntry {
+                            rule: rule_index,
+                            instance: instance.name.clone(),
+                            peer,
+                            signal: Signal::new(rule.spec.kind, rule.spec.bad, rule.spec.floor),
+                            pending: None,
+                        },
+                    );
+                }
+                let Some(entry) = self.signals.get_mut(key.as_str()) else {
+                    continue;
+                };
                 let (mut sum, mut count, mut has_sum, mut has_count) = (0.0, 0.0, false, false);
                 if let Some((_, pending_sum, pending_count, pending_has_sum, pending_has_count)) = entry.pending {
                     (sum, count, has_sum, has_count) = (pending_sum, pending_count, pending_has_sum, pending_has_count);
@@ -397,6 +423,16 @@ impl Detector {
                     .iter()
                     .any(|dependency| dependency.callee == info.service)
         })
+    }
+
+    /// Every role the rules gave `instance`: from its own series, and from peers' series whose
+    /// peer value resolves to it (see [`Detector::resolve`]).
+    fn roles_of(&self, instance: &str) -> BTreeSet<Role> {
+        self.roles
+            .iter()
+            .filter(|(holder, _)| holder.as_str() == instance || self.resolve(holder).as_deref() == Some(instance))
+            .flat_map(|(_, roles)| roles.iter().copied())
+            .collect()
     }
 
     fn resolve(&self, peer: &str) -> Option<String> {
@@ -602,8 +638,9 @@ impl Detector {
         }
     }
 
-    /// The failure kind, from the leader's service and evidence; `transient` for a restart
-    /// whose trouble has not lasted (a warm deploy).
+    /// The failure kind, from the leader's roles (what its series and its callers' series say
+    /// it is, [`Role`]) and its evidence; `transient` for a restart whose trouble has not
+    /// lasted (a warm deploy).
     fn kind(&self, anomalies: &[Anomaly], candidates: &[Candidate]) -> Option<String> {
         let leader = candidates.first()?;
         if let Some(dc) = self.degraded_dc(anomalies) {
@@ -613,34 +650,43 @@ impl Detector {
         }
         let own: Vec<&Anomaly> = anomalies.iter().filter(|a| a.instance == leader.instance).collect();
         let has = |class: Class| own.iter().any(|a| a.class == class && a.peer.is_none());
-        let kind = match leader.service.as_str() {
+        let roles = self.roles_of(&leader.instance);
+        let is = |role: Role| roles.contains(&role);
+        let kind = if is(Role::Cache) {
             // The node's exporter could not even be scraped in time (`up` down, while a dead
             // node's exporter still answers `redis_up 0`): the node accepts connections but
             // does not answer (SIGSTOP, CLIENT PAUSE ALL, a stuck host).
-            "redis" if own.iter().any(|a| a.metric == "up" && a.class == Class::Availability) => "node_hang",
-            "redis" if has(Class::Availability) => "node_loss",
-            "redis" => "slow_node",
-            "db" => "pool_exhaustion",
-            "api" if has(Class::Traffic) || has(Class::Errors) => "retry_storm",
-            "voice" if has(Class::Saturation) => "mailbox_overload",
-            "gateway" => "session_loss",
-            _ if has(Class::Restart) => {
-                // A cold start is trouble that outlasts the restart: still at least twice the
-                // baseline four rounds on (score 10 on a 10 %-of-median scale). A pre-warmed
-                // deploy's blip is over by then.
-                let lasting = own.iter().any(|a| {
-                    matches!(a.class, Class::Latency | Class::Saturation | Class::Errors)
-                        && a.rounds >= 4
-                        && a.score >= 10.0
-                });
-                if lasting {
-                    "cold_start"
-                } else {
-                    "transient"
-                }
+            if own.iter().any(|a| a.metric == "up" && a.class == Class::Availability) {
+                "node_hang"
+            } else if has(Class::Availability) {
+                "node_loss"
+            } else {
+                "slow_node"
             }
-            _ if has(Class::Saturation) && own.iter().any(|a| a.metric.contains("message_queue")) => "mailbox_overload",
-            _ => "unknown",
+        } else if is(Role::Database) {
+            "pool_exhaustion"
+        } else if is(Role::Entry) && (has(Class::Traffic) || has(Class::Errors)) {
+            "retry_storm"
+        } else if is(Role::Mailbox) && has(Class::Saturation) {
+            "mailbox_overload"
+        } else if is(Role::Session) {
+            "session_loss"
+        } else if has(Class::Restart) {
+            // A cold start is trouble that outlasts the restart: still at least twice the
+            // baseline four rounds on (score 10 on a 10 %-of-median scale). A pre-warmed
+            // deploy's blip is over by then.
+            let lasting = own.iter().any(|a| {
+                matches!(a.class, Class::Latency | Class::Saturation | Class::Errors)
+                    && a.rounds >= 4
+                    && a.score >= 10.0
+            });
+            if lasting {
+                "cold_start"
+            } else {
+                "transient"
+            }
+        } else {
+            "unknown"
         };
         Some(kind.to_string())
     }

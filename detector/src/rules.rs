@@ -51,6 +51,29 @@ pub enum Bad {
     Down,
 }
 
+/// What an instance is, as far as naming the failure goes: rules say it, so a verdict's kind
+/// follows the evidence's families and never a service's name. On a rule without `peer` the
+/// role is the exporting instance's; with `peer`, it is the peer's (a Lettuce pool's `name`
+/// is a cache node).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// A Redis-like node clients reach through pools (redis_exporter, Lettuce, commons-pool2):
+    /// `node_loss`, `node_hang` or `slow_node` when it leads.
+    Cache,
+    /// A database reached through a connection pool (postgres_exporter, HikariCP):
+    /// `pool_exhaustion`.
+    Database,
+    /// The front door where load enters (a public API tier): `retry_storm` when its own
+    /// traffic or errors rise.
+    Entry,
+    /// A BEAM node whose processes' mailboxes are watched: `mailbox_overload` when it
+    /// saturates.
+    Mailbox,
+    /// A holder of client sessions (a gateway): `session_loss`.
+    Session,
+}
+
 /// The label naming the peer a client series talks to.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -83,6 +106,9 @@ pub struct RuleSpec {
     pub r#match: BTreeMap<String, String>,
     /// Smallest change that can matter, in the signal's unit (per second for counters).
     pub floor: f64,
+    /// What the series shows about the instance it belongs to (or its peer, with `peer`).
+    #[serde(default)]
+    pub role: Option<Role>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -220,26 +220,52 @@ impl Signal {
     }
 
     /// Median and robust scale of the history (see the module docs for the floors).
+    ///
+    /// Runs for every signal every round, so it allocates nothing for windows up to
+    /// [`STACK_WINDOW`] values: the values are copied to the stack, the median is selected in
+    /// place, the same buffer then holds the absolute deviations, and their median is the MAD.
     fn baseline(&self) -> (f64, f64) {
-        let mut values: Vec<f64> = self.history.iter().copied().collect();
-        let median = median(&mut values);
-        let mut deviations: Vec<f64> = self.history.iter().map(|value| (value - median).abs()).collect();
-        let mad = median_of(&mut deviations);
+        let mut stack = [0.0f64; STACK_WINDOW];
+        let mut heap = Vec::new();
+        let values: &mut [f64] = if self.history.len() <= STACK_WINDOW {
+            let values = &mut stack[..self.history.len()];
+            for (slot, value) in values.iter_mut().zip(&self.history) {
+                *slot = *value;
+            }
+            values
+        } else {
+            heap.extend(self.history.iter().copied());
+            &mut heap
+        };
+        let median = median_in_place(values);
+        for value in values.iter_mut() {
+            *value = (*value - median).abs();
+        }
+        let mad = median_in_place(values);
         let scale = (1.4826 * mad).max(0.1 * median.abs()).max(self.floor / 5.0);
         (median, scale)
     }
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    median_of(values)
-}
+/// Windows up to this many values are judged without allocating (the default is 60).
+const STACK_WINDOW: usize = 128;
 
-fn median_of(values: &mut [f64]) -> f64 {
-    use statrs::statistics::{Data, Median};
-    if values.is_empty() {
+/// The median of `values` (the mean of the two middle values for an even count; 0 for none),
+/// by selection in O(n) with `f64::total_cmp` order; `values` is reordered. The same figure as
+/// statrs's `Median` for finite values (checked in the tests), without its copies.
+fn median_in_place(values: &mut [f64]) -> f64 {
+    let count = values.len();
+    if count == 0 {
         return 0.0;
     }
-    Data::new(values.to_vec()).median()
+    let (lower, middle, _) = values.select_nth_unstable_by(count / 2, f64::total_cmp);
+    let middle = *middle;
+    if count % 2 == 1 {
+        middle
+    } else {
+        let below = lower.iter().copied().max_by(f64::total_cmp).unwrap_or(middle);
+        (below + middle) / 2.0
+    }
 }
 
 #[cfg(test)]
@@ -297,5 +323,52 @@ mod tests {
         // 0 -> 3: infinitely many MADs, but under the floor of 5.
         assert!(!signal.judge(200_000, 3.0, &tuning).anomalous);
         assert!(signal.judge(210_000, 6.0, &tuning).anomalous);
+    }
+
+    /// The selection median agrees with statrs's on odd and even counts, ties and spreads.
+    #[test]
+    fn the_median_is_statrs_median() {
+        use statrs::statistics::{Data, Median};
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        for count in 1..=130 {
+            let values: Vec<f64> = (0..count)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    // Coarse values so that ties happen.
+                    ((state % 41) as f64 - 20.0) * 0.25
+                })
+                .collect();
+            let expected = Data::new(values.clone()).median();
+            let mut scratch = values.clone();
+            assert_eq!(median_in_place(&mut scratch), expected, "{values:?}");
+        }
+        assert_eq!(median_in_place(&mut []), 0.0);
+    }
+
+    /// Baselines over windows longer than the stack buffer take the heap path and agree.
+    #[test]
+    fn a_long_window_gives_the_same_baseline() {
+        let mut short = gauge();
+        let mut long = gauge();
+        let tuning = Tuning {
+            window: 300,
+            ..Tuning::default()
+        };
+        for step in 0..300 {
+            let value = 10.0 + f64::from(step % 7) * 0.5;
+            long.push(value, &tuning);
+            if step >= 300 - 60 {
+                short.push(value, &Tuning::default());
+            }
+        }
+        assert!(long.history.len() > STACK_WINDOW);
+        let mut all: Vec<f64> = long.history.iter().copied().collect();
+        all.sort_by(f64::total_cmp);
+        let median = (all[149] + all[150]) / 2.0;
+        assert_eq!(long.baseline().0, median);
+        // The last 60 of the same cycle: 10.0 ..= 13.0 in steps of 0.5, median 11.5.
+        assert_eq!(short.baseline().0, 11.5);
     }
 }

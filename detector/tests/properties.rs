@@ -13,8 +13,10 @@
 //!   order, so renaming may change the last bits of a sum. Domain: names without `:` (a peer
 //!   value's `:port` suffix is stripped when it is resolved, and Lettuce's `remote` label is
 //!   `redis/<node>:<port>`). Label values holding `,` or `=` once made two series share a
-//!   key; [`series_whose_label_values_hold_separators_are_kept_apart`] keeps that fixed. Verdicts are left out: their kind follows the service's name (`redis` →
-//!   `node_loss`), so renaming a service changes the kind rather than renaming anything.
+//!   key; [`series_whose_label_values_hold_separators_are_kept_apart`] keeps that fixed.
+//!   Verdicts are compared too (kind, datacenter, instances, hosts) until the first round
+//!   whose two best candidates tie: a verdict's kind comes from the roles the rules give an
+//!   instance's families, never from a service's name.
 //! * Scaling. Multiplying a signal's values by a constant c > 0 changes its score only
 //!   through the rule's `floor`, an absolute amount in the signal's unit (the robust scale is
 //!   at least floor / 5 and a change must be at least the floor). So the property that holds
@@ -33,7 +35,9 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use epicenter_detector::engine::{Anomaly, Assessment, Candidate, Dependency, Detector, InstanceInfo, Settings};
+use epicenter_detector::engine::{
+    Anomaly, Assessment, Candidate, Dependency, Detector, InstanceInfo, Settings, Verdict,
+};
 use epicenter_detector::rules::{self, Bad, Class, Rule, ValueKind};
 use epicenter_detector::signal::{Signal, Tuning};
 use proptest::prelude::*;
@@ -216,6 +220,33 @@ fn same_ranking(original: &[Candidate], renamed: &[Candidate], renaming: &Renami
         }
     }
     Ok(())
+}
+
+/// The same verdict under the renaming: its kind (from the rules' roles, never a name), its
+/// datacenter, instances and hosts renamed.
+fn same_verdict(
+    original: Option<&Verdict>,
+    renamed: Option<&Verdict>,
+    renaming: &Renaming,
+) -> Result<(), TestCaseError> {
+    match (original, renamed) {
+        (None, None) => Ok(()),
+        (Some(before), Some(after)) => {
+            prop_assert_eq!(&before.kind, &after.kind);
+            prop_assert_eq!(renaming.dc(&before.dc), after.dc.clone());
+            let set = |names: Vec<String>| names.into_iter().collect::<std::collections::BTreeSet<_>>();
+            prop_assert_eq!(
+                set(before.instances.iter().map(|name| renaming.instance(name)).collect()),
+                set(after.instances.clone())
+            );
+            prop_assert_eq!(
+                set(before.hosts.iter().map(|name| renaming.host(name)).collect()),
+                set(after.hosts.clone())
+            );
+            Ok(())
+        }
+        (before, after) => Err(TestCaseError::fail(format!("verdict {before:?} became {after:?}"))),
+    }
 }
 
 /// Anomalies in a canonical order (by name, then everything else), to compare sets whose
@@ -951,11 +982,21 @@ proptest! {
         let original = run_fleet(&fleet, &naming, rules.clone(), 1.0);
         let renamed = run_fleet(&fleet, &naming.renamed(&renaming), rules, 1.0);
         let mut anomalous_rounds = 0;
+        // Verdicts follow the leader, and a tie at the top is broken by name: compare them
+        // until the first round with such a tie.
+        let mut untied = true;
         for (before, after) in original.iter().zip(&renamed) {
             let mapped: Vec<Anomaly> = before.anomalies.iter().map(|anomaly| renaming.anomaly(anomaly)).collect();
             prop_assert_eq!(canonical(mapped), canonical(after.anomalies.clone()), "round at {}", before.time_ms);
             same_ranking(&before.candidates, &after.candidates, &renaming)?;
             anomalous_rounds += usize::from(!before.anomalies.is_empty());
+            untied &= match before.candidates.as_slice() {
+                [first, second, ..] => !close(first.score, second.score),
+                _ => true,
+            };
+            if untied {
+                same_verdict(before.verdict.as_ref(), after.verdict.as_ref(), &renaming)?;
+            }
         }
         // Only fleets where the fault shows count: the property is not checked on quiet
         // fleets alone (a mild fault on a few series may show nothing).
