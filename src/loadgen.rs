@@ -590,30 +590,22 @@ fn run_redis(args: &RedisArgs) -> ExitCode {
         let mut groups = Vec::new();
         for instance in &instances {
             let served = instance.clone();
-            let address = match serve_metrics(Arc::new(move || served.render())).await {
-                Ok(address) => address,
-                Err(error) => {
-                    eprintln!("error: cannot listen on 127.0.0.1: {error}");
-                    return ExitCode::from(1);
-                }
+            let placement = Placement {
+                name: &instance.name,
+                dc: &instance.dc,
+                host: &instance.host,
+                service: "backend",
             };
-            println!(
-                "  {:<14} {:<6} {:<14} http://{address}/metrics",
-                instance.name, instance.dc, instance.host
-            );
-            groups.push(serde_json::json!({
-                "targets": [address],
-                "labels": {"dc": instance.dc, "host": instance.host, "service": "backend", "pod": instance.name}
-            }));
+            match expose(Arc::new(move || served.render()), &placement).await {
+                Ok(group) => groups.push(group),
+                Err(code) => return code,
+            }
             tokio::spawn(drive(instance.clone(), args.rate, args.keys, args.max_in_flight));
         }
         if let Some(path) = &args.targets_file {
-            let text = serde_json::to_string_pretty(&serde_json::Value::Array(groups)).unwrap_or_default();
-            if let Err(error) = std::fs::write(path, text + "\n") {
-                eprintln!("error: cannot write {}: {error}", path.display());
-                return ExitCode::from(1);
+            if let Err(code) = write_targets(path, groups) {
+                return code;
             }
-            println!("targets written to {} (file_sd format)", path.display());
         }
         println!(
             "epicenter loadgen redis: {} instances × {}/s over {} nodes; Ctrl-C stops",
@@ -622,12 +614,7 @@ fn run_redis(args: &RedisArgs) -> ExitCode {
             nodes.len()
         );
         let progress = tokio::spawn(report(instances.clone()));
-        match args.run_for {
-            Some(duration) => tokio::time::sleep(duration).await,
-            None => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
+        until_stopped(args.run_for).await;
         progress.abort();
         ExitCode::SUCCESS
     })
@@ -687,6 +674,55 @@ async fn report(instances: Vec<Arc<Instance>>) {
             failed - previous.1
         );
         previous = (ok, failed);
+    }
+}
+
+/// Where a load generator's own /metrics sits, as its file_sd target labels say.
+struct Placement<'a> {
+    name: &'a str,
+    dc: &'a str,
+    host: &'a str,
+    service: &'a str,
+}
+
+/// Serves `render` as /metrics on a new port of 127.0.0.1, prints the address beside its
+/// placement, and returns the file_sd target group for it. Exit status 1 when it cannot listen.
+async fn expose(
+    render: Arc<dyn Fn() -> String + Send + Sync>,
+    placement: &Placement<'_>,
+) -> Result<serde_json::Value, ExitCode> {
+    let address = serve_metrics(render).await.map_err(|error| {
+        eprintln!("error: cannot listen on 127.0.0.1: {error}");
+        ExitCode::from(1)
+    })?;
+    println!(
+        "  {:<14} {:<6} {:<14} http://{address}/metrics",
+        placement.name, placement.dc, placement.host
+    );
+    Ok(serde_json::json!({
+        "targets": [address],
+        "labels": {"dc": placement.dc, "host": placement.host, "service": placement.service, "pod": placement.name}
+    }))
+}
+
+/// Writes `groups` to `path` as a Prometheus file_sd JSON file. Exit status 1 when it cannot.
+fn write_targets(path: &std::path::Path, groups: Vec<serde_json::Value>) -> Result<(), ExitCode> {
+    let text = serde_json::to_string_pretty(&serde_json::Value::Array(groups)).unwrap_or_default();
+    std::fs::write(path, text + "\n").map_err(|error| {
+        eprintln!("error: cannot write {}: {error}", path.display());
+        ExitCode::from(1)
+    })?;
+    println!("targets written to {} (file_sd format)", path.display());
+    Ok(())
+}
+
+/// Returns after `run_for`, or at Ctrl-C when there is none.
+async fn until_stopped(run_for: Option<Duration>) {
+    match run_for {
+        Some(duration) => tokio::time::sleep(duration).await,
+        None => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
@@ -765,26 +801,19 @@ fn run_http(args: &HttpArgs) -> ExitCode {
             let _ = prometheus::TextEncoder::new().encode(&gathered.gather(), &mut buffer);
             String::from_utf8(buffer).unwrap_or_default()
         });
-        let address = match serve_metrics(render).await {
-            Ok(address) => address,
-            Err(error) => {
-                eprintln!("error: cannot listen on 127.0.0.1: {error}");
-                return ExitCode::from(1);
-            }
+        let placement = Placement {
+            name: &args.name,
+            dc: &args.dc,
+            host: &args.host,
+            service: &args.service,
         };
-        println!(
-            "  {:<14} {:<6} {:<14} http://{address}/metrics",
-            args.name, args.dc, args.host
-        );
+        let group = match expose(render, &placement).await {
+            Ok(group) => group,
+            Err(code) => return code,
+        };
         if let Some(path) = &args.targets_file {
-            let document = serde_json::json!([{
-                "targets": [address],
-                "labels": {"dc": args.dc, "host": args.host, "service": args.service, "pod": args.name}
-            }]);
-            let text = serde_json::to_string_pretty(&document).unwrap_or_default();
-            if let Err(error) = std::fs::write(path, text + "\n") {
-                eprintln!("error: cannot write {}: {error}", path.display());
-                return ExitCode::from(1);
+            if let Err(code) = write_targets(path, vec![group]) {
+                return code;
             }
         }
         for target in targets {
@@ -829,12 +858,7 @@ fn run_http(args: &HttpArgs) -> ExitCode {
                 }
             });
         }
-        match args.run_for {
-            Some(duration) => tokio::time::sleep(duration).await,
-            None => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
+        until_stopped(args.run_for).await;
         ExitCode::SUCCESS
     })
 }

@@ -113,9 +113,7 @@ fn run_scrapes_into_the_embedded_store_and_sql_reads_it() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().to_string()
     };
-    let dir = std::env::temp_dir().join(format!("epicenter-run-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("epicenter-run");
     let config = dir.join("epicenter.yml");
     std::fs::write(
         &config,
@@ -204,8 +202,7 @@ fn run_scrapes_into_the_embedded_store_and_sql_reads_it() {
 
 #[test]
 fn a_bad_config_exits_64_before_anything_starts() {
-    let dir = std::env::temp_dir().join(format!("epicenter-run-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("epicenter-run-bad");
     let config = dir.join("bad.yml");
     std::fs::write(
         &config,
@@ -232,9 +229,7 @@ fn file_sd_targets_are_scraped_and_a_changed_file_is_picked_up() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().to_string()
     };
-    let dir = std::env::temp_dir().join(format!("epicenter-file-sd-run-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("epicenter-file-sd-run");
     let targets_file = dir.join("backends.json");
     std::fs::write(
         &targets_file,
@@ -283,6 +278,14 @@ fn file_sd_targets_are_scraped_and_a_changed_file_is_picked_up() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// An empty folder `<temp>/<name>-<pid>` (emptied if a failed run left it).
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// Writes a config scraping `targets` (host:port list) every 300 ms into `dir/data`.
 fn write_config(dir: &std::path::Path, targets: &[&str], extra: &str) -> std::path::PathBuf {
     let server = TcpListener::bind("127.0.0.1:0")
@@ -310,9 +313,7 @@ fn sigterm_flushes_what_was_scraped_before_exiting() {
         return;
     }
     let live = serve(BODY);
-    let dir = std::env::temp_dir().join(format!("epicenter-sigterm-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("epicenter-sigterm");
     // Batches would wait 30 s: only the shutdown flush can write them.
     let config = write_config(&dir, &[&live], "batching: {max_age: 30s}\n");
     let child = Command::new(env!("CARGO_BIN_EXE_epicenter"))
@@ -350,9 +351,7 @@ fn shutdown_does_not_wait_for_a_hanging_scrape() {
             held.push(stream);
         }
     });
-    let dir = std::env::temp_dir().join(format!("epicenter-hang-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("epicenter-hang");
     let config = write_config(&dir, &[&address], "    scrape_interval: 30s\n    scrape_timeout: 25s\n");
     let started = std::time::Instant::now();
     let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
@@ -371,9 +370,7 @@ fn shutdown_does_not_wait_for_a_hanging_scrape() {
 
 #[test]
 fn sql_without_a_store_says_so() {
-    let dir = std::env::temp_dir().join(format!("epicenter-nostore-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("epicenter-nostore");
     let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
         .current_dir(&dir)
         .args(["sql", "SELECT count() FROM scrapes"])
@@ -388,9 +385,7 @@ fn sql_without_a_store_says_so() {
 /// A folder that is not a store is refused, and left as it was (chDB would make it one).
 #[test]
 fn sql_refuses_a_folder_that_is_not_a_store() {
-    let dir = std::env::temp_dir().join(format!("epicenter-notastore-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("epicenter-notastore");
     std::fs::write(dir.join("notes.txt"), "mine").unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
         .args(["sql", "--data", dir.to_str().unwrap(), "SELECT 1"])
@@ -420,10 +415,8 @@ fn a_second_signal_exits_130_without_crashing() {
     use nix::unistd::Pid;
     use std::os::unix::process::ExitStatusExt;
     let live = serve(BODY);
-    let dir = std::env::temp_dir().join(format!("epicenter-twice-{}", std::process::id()));
     for delay_ms in [5, 5, 10, 10, 15] {
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("epicenter-twice");
         let config = write_config(&dir, &[&live], "");
         let child = Command::new(env!("CARGO_BIN_EXE_epicenter"))
             .args(["run", "--config", config.to_str().unwrap()])
@@ -445,6 +438,6 @@ fn a_second_signal_exits_130_without_crashing() {
         if code == Some(130) {
             assert!(stderr.contains("again: exiting without flushing"), "{stderr}");
         }
+        let _ = std::fs::remove_dir_all(&dir);
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
