@@ -476,15 +476,23 @@ fn truncate(text: &str, width: usize) -> String {
 }
 
 fn run_dataset(dataset: &str, args: &EvalArgs) -> ExitCode {
+    // Command-line mistakes exit 2, as clap's own do; a dataset that cannot be read, 64.
+    const EXIT_USAGE: u8 = 2;
     if dataset != "petshop" {
         eprintln!("error: --dataset {dataset}: the datasets known are: petshop");
-        return ExitCode::from(EXIT_CONFIG);
+        return ExitCode::from(EXIT_USAGE);
+    }
+    if args.rules.is_some() || args.trace {
+        eprintln!(
+            "error: --dataset petshop scores the dataset's own metrics: --rules and --trace apply to scenarios only"
+        );
+        return ExitCode::from(EXIT_USAGE);
     }
     let [dir] = args.scenarios.as_slice() else {
         eprintln!(
             "error: --dataset petshop takes one argument: the dataset's folder (e.g. ../shared/datasets/petshop)"
         );
-        return ExitCode::from(EXIT_CONFIG);
+        return ExitCode::from(EXIT_USAGE);
     };
     let rows = match crate::petshop::evaluate(std::path::Path::new(dir)) {
         Ok(rows) => rows,

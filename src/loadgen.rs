@@ -158,10 +158,18 @@ pub(crate) fn run(args: &LoadgenArgs) -> ExitCode {
 }
 
 /// A request rate: a finite number above 0 (requests per second).
+/// Requests per second a generator accepts: one every 1000 s at the least, 100,000 at the most
+/// (the interval between requests must be a representable, non-zero duration).
+const RATE_RANGE: std::ops::RangeInclusive<f64> = 0.001..=100_000.0;
+
 fn positive_rate(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
-        Ok(rate) if rate.is_finite() && rate > 0.0 => Ok(rate),
-        _ => Err(format!("'{text}' is not a rate above 0 (requests per second)")),
+        Ok(rate) if RATE_RANGE.contains(&rate) => Ok(rate),
+        _ => Err(format!(
+            "'{text}' is not a rate from {} to {} (requests per second)",
+            RATE_RANGE.start(),
+            RATE_RANGE.end()
+        )),
     }
 }
 
@@ -866,6 +874,18 @@ fn run_http(args: &HttpArgs) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Rates whose interval between requests is not a usable duration are refused up front
+    /// (3e9/s once panicked a worker while the command exited 0).
+    #[test]
+    fn rates_are_bounded() {
+        assert_eq!(positive_rate("25"), Ok(25.0));
+        assert_eq!(positive_rate("0.001"), Ok(0.001));
+        assert_eq!(positive_rate("100000"), Ok(100_000.0));
+        for bad in ["0", "-5", "3e9", "1e-300", "NaN", "inf", "abc"] {
+            assert!(positive_rate(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn node_arguments_are_checked() {

@@ -60,12 +60,30 @@ fn read_table(path: &Path) -> Result<Table, String> {
             .ok_or_else(|| format!("{}:{}: no timestamp in the first column", path.display(), line + 1))?;
         times.push(time);
         for (at, column) in columns.iter_mut().enumerate() {
-            column.values.push(
-                row.get(at + 1)
-                    .and_then(|cell| cell.parse::<f64>().ok())
-                    .filter(|v| v.is_finite()),
-            );
+            // An empty cell (or `nan`) is a step without data, as the dataset writes it;
+            // anything else that is not a number is an error, not a silent gap.
+            let value = match row.get(at + 1).map(|cell| cell.trim()) {
+                None | Some("") => None,
+                Some(cell) => match cell.parse::<f64>() {
+                    Ok(value) => Some(value).filter(|v| v.is_finite()),
+                    Err(_) => {
+                        return Err(format!(
+                            "{}:{}:{}: '{cell}' is not a number (column {} {} {})",
+                            path.display(),
+                            line + 1,
+                            at + 2,
+                            column.component,
+                            column.metric,
+                            column.statistic
+                        ))
+                    }
+                },
+            };
+            column.values.push(value);
         }
+    }
+    if times.is_empty() {
+        return Err(format!("{}: no data rows after the four header rows", path.display()));
     }
     Ok(Table { times, columns })
 }
@@ -355,6 +373,41 @@ fn rank(
     ranked
 }
 
+/// What makes an issue scorable: a metric the method knows, and a target and root cause that
+/// the call graph or the metrics name (else every ranking would silently miss).
+fn check_target(target: &TargetFile, table: &Table, graph: &BTreeMap<String, BTreeSet<String>>) -> Result<(), String> {
+    if !matches!(target.target.metric.as_str(), "latency" | "availability") {
+        return Err(format!(
+            "target.metric '{}': expected latency or availability",
+            target.target.metric
+        ));
+    }
+    let known = |name: &str| {
+        graph.contains_key(name)
+            || graph.values().any(|callees| callees.contains(name))
+            || table.columns.iter().any(|column| column.component == name)
+    };
+    for (key, name) in [
+        ("target.node", &target.target.node),
+        ("root_cause.node", &target.root_cause.node),
+    ] {
+        if !known(name) {
+            return Err(format!("{key} '{name}' is in neither graph.csv nor metrics.csv"));
+        }
+    }
+    if !table
+        .columns
+        .iter()
+        .any(|column| column.component == target.target.node && column.statistic == target.target.agg)
+    {
+        return Err(format!(
+            "target.agg '{}': metrics.csv has no such statistic for {}",
+            target.target.agg, target.target.node
+        ));
+    }
+    Ok(())
+}
+
 /// The dataset's published reference: top-1 and top-3 recall of the anomaly-traversal baseline
 /// (MAD score, threshold 5) as the dataset repository's notebook `code/RCA-Dataset-Eval.ipynb`
 /// prints them (commit 1c5992d), over the train and test splits together and with the two
@@ -422,6 +475,12 @@ pub(crate) fn evaluate(dir: &Path) -> Result<Vec<PetshopRow>, String> {
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
         let graph = read_graph(&setting.join("graph.csv"))?;
+        if graph.is_empty() {
+            return Err(format!(
+                "{}: no edges (a 1.0 in row A, column B means A calls B)",
+                setting.join("graph.csv").display()
+            ));
+        }
         let noissue = setting.join("noissue/metrics.csv");
         let baseline = if noissue.exists() {
             Some(read_table(&noissue)?)
@@ -429,9 +488,16 @@ pub(crate) fn evaluate(dir: &Path) -> Result<Vec<PetshopRow>, String> {
             None
         };
         for split in ["train", "test"] {
+            // Issue folders only: a stray file (`.DS_Store`) or hidden entry is not an issue.
             let mut issues: Vec<PathBuf> = match std::fs::read_dir(setting.join(split)) {
                 Ok(entries) => entries
                     .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+                    .filter(|path| {
+                        path.is_dir()
+                            && !path
+                                .file_name()
+                                .is_some_and(|name| name.to_string_lossy().starts_with('.'))
+                    })
                     .collect(),
                 Err(_) => continue,
             };
@@ -444,6 +510,8 @@ pub(crate) fn evaluate(dir: &Path) -> Result<Vec<PetshopRow>, String> {
                 let target: TargetFile =
                     serde_json::from_str(&text).map_err(|error| format!("{}: {error}", target_path.display()))?;
                 let table = read_table(&issue.join("metrics.csv"))?;
+                check_target(&target, &table, &graph)
+                    .map_err(|problem| format!("{}: {problem}", target_path.display()))?;
                 let ranking = rank(&table, baseline.as_ref(), &graph, &target.target);
                 let truth = &target.root_cause.node;
                 let hit1 = usize::from(ranking.first() == Some(truth));
@@ -578,5 +646,68 @@ mod tests {
     fn temporal_settings_pool_into_one_family() {
         assert_eq!(family("temporal_traffic2"), "temporal_traffic");
         assert_eq!(family("low_traffic"), "low_traffic");
+    }
+
+    /// A one-issue dataset in a temp folder: site calls db; the issue file's cells as given.
+    fn tiny_dataset(name: &str, cell: &str, target: &str) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("epicenter-petshop-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let issue = root.join("low_traffic/train/issue_0");
+        std::fs::create_dir_all(&issue).unwrap();
+        std::fs::write(
+            root.join("low_traffic/graph.csv"),
+            ",site,db\nsite,0.0,1.0\ndb,0.0,0.0\n",
+        )
+        .unwrap();
+        std::fs::write(
+            issue.join("metrics.csv"),
+            format!(
+                "microservice,site,db\nmetric,latency,latency\nstatistic,Average,Average\nunix_timestamp,,\n0,0.1,0.01\n300,0.1,0.01\n600,0.5,{cell}\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(issue.join("target.json"), target).unwrap();
+        // A stray file beside the issue folders is not an issue.
+        std::fs::write(root.join("low_traffic/train/.DS_Store"), "").unwrap();
+        root
+    }
+
+    const TARGET: &str = r#"{"target": {"node": "site", "metric": "latency", "agg": "Average", "timestamp": 600}, "root_cause": {"node": "db"}}"#;
+
+    #[test]
+    fn a_well_formed_issue_is_scored_and_bad_input_is_named() {
+        let good = tiny_dataset("good", "0.41", TARGET);
+        let rows = evaluate(&good).unwrap_or_else(|error| panic!("{error}"));
+        let train = rows.iter().find(|row| row.split == "train").unwrap();
+        assert_eq!((train.issues, train.top1), (1, 1.0));
+
+        let garbage = tiny_dataset("garbage", "n/a", TARGET);
+        let error = evaluate(&garbage).unwrap_err();
+        assert!(
+            error.ends_with("metrics.csv:7:3: 'n/a' is not a number (column db latency Average)"),
+            "{error}"
+        );
+
+        let unknown = tiny_dataset(
+            "unknown",
+            "0.41",
+            &TARGET.replace(r#""node": "db""#, r#""node": "cache""#),
+        );
+        let error = evaluate(&unknown).unwrap_err();
+        assert!(
+            error.contains("target.json: root_cause.node 'cache' is in neither"),
+            "{error}"
+        );
+
+        let metric = tiny_dataset("metric", "0.41", &TARGET.replace("\"latency\"", "\"Latency\""));
+        let error = evaluate(&metric).unwrap_err();
+        assert!(
+            error.contains("target.metric 'Latency': expected latency or availability"),
+            "{error}"
+        );
+
+        for root in [good, garbage, unknown, metric] {
+            let _ = std::fs::remove_dir_all(root);
+        }
     }
 }

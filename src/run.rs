@@ -347,9 +347,15 @@ pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for:
     );
     // A second signal during the flush exits without waiting, and without the embedded
     // engine's exit-time destructors (they crash while its threads run; see `exit_now`).
-    tokio::spawn(async {
+    let flushed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flushed_seen = Arc::clone(&flushed);
+    tokio::spawn(async move {
         let signal = stop_signal().await;
-        eprintln!("epicenter: {signal} again: exiting without flushing");
+        if flushed_seen.load(Ordering::SeqCst) {
+            eprintln!("epicenter: {signal} again: everything was already written; exiting");
+        } else {
+            eprintln!("epicenter: {signal} again: exiting without flushing");
+        }
         epicenter_collector::store::exit_now(130);
     });
     for task in tasks {
@@ -360,6 +366,7 @@ pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for:
         let _ = task.await;
     }
     let _ = writer.await;
+    flushed.store(true, Ordering::SeqCst);
     let _ = server.await;
     eprintln!(
         "epicenter: stopped ({stopped_by}): {} scrapes and {} samples written, {} samples failed",

@@ -59,11 +59,12 @@ pub(crate) fn open_existing(config: &Config) -> Result<(tokio::runtime::Runtime,
             );
             return Err(ExitCode::from(1));
         }
-        // chDB makes any directory a store on open; a folder without the engine's `metadata/`
-        // is someone else's, and reading it must not write a store into it.
-        if !path.join("metadata").is_dir() {
+        // chDB makes any directory a store on open; a folder without the `epicenter`
+        // database's definition (`metadata/epicenter.sql`, which `run` and `demo` leave) is
+        // someone else's, and reading it must not write a store into it.
+        if !path.join("metadata").join("epicenter.sql").is_file() {
             eprintln!(
-                "error: {} is not an epicenter store (no metadata/ folder in it, as `epicenter run` and `epicenter demo` leave): pass --config or --data naming the store",
+                "error: {} is not an epicenter store (no metadata/epicenter.sql in it, as `epicenter run` and `epicenter demo` leave): pass --config or --data naming the store",
                 path.display()
             );
             return Err(ExitCode::from(1));

@@ -179,6 +179,26 @@ fn petshop_full_dataset_when_given() {
     check_petshop(&dir);
 }
 
+/// Command-line mistakes with --dataset exit 2 and say what is wrong.
+#[test]
+fn dataset_usage_mistakes_exit_2() {
+    for args in [
+        vec!["--dataset", "nosuch", "dir"],
+        vec!["--dataset", "petshop"],
+        vec!["--dataset", "petshop", "a", "b"],
+        vec!["--dataset", "petshop", "dir", "--rules", "rules/signals/signals.yml"],
+    ] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_epicenter"))
+            .arg("eval")
+            .args(&args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: --dataset"), "{args:?}: {stderr}");
+    }
+}
+
 fn check_petshop(dir: &std::path::Path) {
     let report = eval(&["--dataset", "petshop", dir.to_str().unwrap()]);
     let rows = report.as_array().unwrap();

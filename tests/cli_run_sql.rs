@@ -400,6 +400,16 @@ fn sql_refuses_a_folder_that_is_not_a_store() {
         .collect();
     left.sort();
     assert_eq!(left, ["notes.txt"]);
+    // A `metadata/` folder alone (another ClickHouse's data directory, say) is not a store
+    // either.
+    std::fs::create_dir_all(dir.join("metadata")).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["sql", "--data", dir.to_str().unwrap(), "SELECT 1"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(std::fs::read_dir(dir.join("metadata")).unwrap().count(), 0);
+    assert!(!dir.join("store").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -165,9 +165,16 @@ pub struct RulesError {
 /// Parses a rules file (YAML, the shape of `rules/signals/signals.yml`).
 pub fn parse(text: &str) -> Result<Vec<Rule>, RulesError> {
     let deserializer = serde_norway::Deserializer::from_str(text);
-    let file: RulesFile = serde_path_to_error::deserialize(deserializer).map_err(|error| RulesError {
-        path: error.path().to_string(),
-        message: error.into_inner().to_string(),
+    let file: RulesFile = serde_path_to_error::deserialize(deserializer).map_err(|error| {
+        let path = error.path().to_string();
+        let message = error.into_inner().to_string();
+        // The YAML library already starts some messages with the path (`signals[1].role: …`,
+        // or `signals[4]: …` for an unknown field): say it once.
+        let message = message
+            .split_once(": ")
+            .filter(|(head, _)| path.starts_with(*head) && head.starts_with("signals"))
+            .map_or(message.clone(), |(_, rest)| rest.to_string());
+        RulesError { path, message }
     })?;
     if file.signals.is_empty() {
         return Err(RulesError {
