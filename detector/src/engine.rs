@@ -177,6 +177,31 @@ struct SignalEntry {
     pending: Option<(i64, f64, f64, bool, bool)>,
 }
 
+impl SignalEntry {
+    /// Takes one sample (a value, or a mean's `_sum` or `_count`) observed at `time_ms` into the
+    /// reading pending for the next `assess`.
+    fn take(&mut self, time_ms: i64, part: Part, value: f64) {
+        let (mut sum, mut count, mut has_sum, mut has_count) = (0.0, 0.0, false, false);
+        if let Some((_, pending_sum, pending_count, pending_has_sum, pending_has_count)) = self.pending {
+            (sum, count, has_sum, has_count) = (pending_sum, pending_count, pending_has_sum, pending_has_count);
+        }
+        match part {
+            Part::Value | Part::Sum => {
+                sum = value;
+                has_sum = true;
+            }
+            Part::Count => {
+                count = value;
+                has_count = true;
+            }
+        }
+        if part == Part::Value {
+            has_count = true;
+        }
+        self.pending = Some((time_ms, sum, count, has_sum, has_count));
+    }
+}
+
 /// What one round produced.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Assessment {
@@ -304,50 +329,31 @@ impl Detector {
                         let _ = write!(key, "{name}={value:?},");
                     }
                 }
-                if !self.signals.contains_key(key.as_str()) {
-                    let peer = rule.peer(&labels);
-                    if let Some(role) = rule.spec.role {
-                        let holder = match (&rule.spec.peer, &peer) {
-                            (Some(_), Some(peer)) => Some(peer.clone()),
-                            (Some(_), None) => None,
-                            (None, _) => Some(instance.name.clone()),
-                        };
-                        if let Some(holder) = holder {
-                            self.roles.entry(holder).or_default().insert(role);
-                        }
-                    }
-                    self.signals.insert(
-                        key.clone(),
-                        SignalEntry {
-                            rule: rule_index,
-                            instance: instance.name.clone(),
-                            peer,
-                            signal: Signal::new(rule.spec.kind, rule.spec.bad, rule.spec.floor),
-                            pending: None,
-                        },
-                    );
-                }
-                let Some(entry) = self.signals.get_mut(key.as_str()) else {
+                // One lookup for a known series; a new one is created, then taken up below.
+                if let Some(entry) = self.signals.get_mut(key.as_str()) {
+                    entry.take(time_ms, part, value);
                     continue;
+                }
+                let peer = rule.peer(&labels);
+                if let Some(role) = rule.spec.role {
+                    let holder = match (&rule.spec.peer, &peer) {
+                        (Some(_), Some(peer)) => Some(peer.clone()),
+                        (Some(_), None) => None,
+                        (None, _) => Some(instance.name.clone()),
+                    };
+                    if let Some(holder) = holder {
+                        self.roles.entry(holder).or_default().insert(role);
+                    }
+                }
+                let mut entry = SignalEntry {
+                    rule: rule_index,
+                    instance: instance.name.clone(),
+                    peer,
+                    signal: Signal::new(rule.spec.kind, rule.spec.bad, rule.spec.floor),
+                    pending: None,
                 };
-                let (mut sum, mut count, mut has_sum, mut has_count) = (0.0, 0.0, false, false);
-                if let Some((_, pending_sum, pending_count, pending_has_sum, pending_has_count)) = entry.pending {
-                    (sum, count, has_sum, has_count) = (pending_sum, pending_count, pending_has_sum, pending_has_count);
-                }
-                match part {
-                    Part::Value | Part::Sum => {
-                        sum = value;
-                        has_sum = true;
-                    }
-                    Part::Count => {
-                        count = value;
-                        has_count = true;
-                    }
-                }
-                if part == Part::Value {
-                    has_count = true;
-                }
-                entry.pending = Some((time_ms, sum, count, has_sum, has_count));
+                entry.take(time_ms, part, value);
+                self.signals.insert(key.clone(), entry);
             }
         }
     }
