@@ -246,11 +246,18 @@ async fn timeline(
 ) {
     let mut previous_received = headline().redis_connections_received;
     let mut previous_second = 0u64;
+    // The clock is a watch channel: under load a reader sees only the latest second, so every
+    // mark is printed when the clock passes it, not only when it lands on it.
+    let mut seen_second: Option<u64> = None;
     while clock.changed().await.is_ok() {
         let second = *clock.borrow();
         let now_ms = start_ms + second as i64 * 1000;
+        let before_ms = seen_second.map_or(i64::MIN, |seen| start_ms + seen as i64 * 1000);
+        let passed = |at_ms: i64| before_ms < at_ms && at_ms <= now_ms;
+        let crossed_progress = seen_second.map_or(second % 30 == 0, |seen| second / 30 > seen / 30);
+        seen_second = Some(second);
         for fault in &truth {
-            if fault.onset_ms == now_ms {
+            if passed(fault.onset_ms) {
                 println!(
                     "[+{second:>5}s] FAULT starts: {} of {} on {}",
                     fault.kind,
@@ -258,7 +265,7 @@ async fn timeline(
                     fault.hosts.join(", ")
                 );
             }
-            if fault.end_ms == Some(now_ms) {
+            if fault.end_ms.is_some_and(passed) {
                 println!(
                     "[+{second:>5}s] fault ends: {} of {}",
                     fault.kind,
@@ -266,7 +273,7 @@ async fn timeline(
                 );
             }
         }
-        if second % 30 != 0 {
+        if !crossed_progress {
             continue;
         }
         let figures = headline();
