@@ -586,7 +586,10 @@ fn session_loss_runs_one_supervisors_mailbox_away() {
     );
     eprintln!("rpc before {rpc_before:?}, after {rpc_after:?}");
     for (pod, points) in &mailbox {
-        let before = value_at(points, onset);
+        // Half a minute before the onset: a sample is stamped when its scrape starts, and at
+        // 60x speed a scrape that waits 300 ms for the CPU reads the fleet 18 simulated seconds
+        // later (a loaded CI run saw voice-1-1 at 19,318 in the sample stamped at the onset).
+        let before = value_at(points, onset - 30_000);
         let later = value_at(points, onset + 180_000);
         let end = points.last().unwrap().1;
         if pod == "voice-1-1" {
