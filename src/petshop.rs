@@ -15,6 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
+use epicenter_detector::signal::median_in_place;
 use serde::Serialize;
 
 /// One metric series of a component.
@@ -132,19 +133,6 @@ struct RootCause {
     node: String,
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n == 0 {
-        return 0.0;
-    }
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
-}
-
 /// A robust baseline of one series: its median and a scale (1.4826 × MAD, the normal-consistent
 /// MAD), floored so that a flat baseline does not turn noise into an anomaly.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -161,9 +149,9 @@ impl Baseline {
             return None;
         }
         let mut sorted = values.to_vec();
-        let center = median(&mut sorted);
+        let center = median_in_place(&mut sorted);
         let mut deviations: Vec<f64> = values.iter().map(|v| (v - center).abs()).collect();
-        let mad = median(&mut deviations);
+        let mad = median_in_place(&mut deviations);
         Some(Baseline {
             center,
             scale: (1.4826 * mad).max(quantity.floor(center)).max(1e-9),

@@ -253,7 +253,7 @@ const STACK_WINDOW: usize = 128;
 /// The median of `values` (the mean of the two middle values for an even count; 0 for none),
 /// by selection in O(n) with `f64::total_cmp` order; `values` is reordered. The same figure as
 /// statrs's `Median` for finite values (checked in the tests), without its copies.
-fn median_in_place(values: &mut [f64]) -> f64 {
+pub fn median_in_place(values: &mut [f64]) -> f64 {
     let count = values.len();
     if count == 0 {
         return 0.0;
