@@ -6,12 +6,14 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use epicenter_collector::config::Config;
+use epicenter_eval::demo::{first_verdict_after, suggested_queries, truth_reached, truth_rows, OpenedVerdict};
 use epicenter_fleet::scenario::Scenario;
 use epicenter_fleet::truth::Truth;
+use epicenter_store::Store;
 use tokio::sync::watch;
 
-use crate::run::{open_store, runtime, serve, Store, EXIT_CONFIG};
+use crate::config::Config;
+use crate::open::{load_scenario, open_store, runtime};
 
 /// Arguments of `epicenter demo`.
 #[derive(Args, Debug)]
@@ -34,27 +36,6 @@ pub(crate) struct DemoArgs {
     /// `epicenter sql --data DIR`).
     #[arg(long, default_value = "./data", value_name = "DIR")]
     data: PathBuf,
-}
-
-/// A shipped scenario or a file, with `--speed` (checked against the scenario's cap) in
-/// place of its own; errors printed, exit 64.
-pub(crate) fn load_scenario(name: &str, speed: Option<f64>) -> Result<Scenario, ExitCode> {
-    let mut scenario = Scenario::load(name).map_err(|error| {
-        eprintln!("error: scenario {error}");
-        ExitCode::from(EXIT_CONFIG)
-    })?;
-    if let Some(speed) = speed {
-        if !(speed.is_finite() && speed > 0.0 && speed <= scenario.max_speed()) {
-            eprintln!(
-                "error: --speed {speed}: must be above 0 and at most {} for this scenario (its {} scrape interval must stay at least 100 ms of wall time)",
-                scenario.max_speed(),
-                scenario.scrape_interval
-            );
-            return Err(ExitCode::from(EXIT_CONFIG));
-        }
-        scenario.speed = speed;
-    }
-    Ok(scenario)
 }
 
 /// Runs `epicenter demo`.
@@ -136,24 +117,13 @@ pub(crate) fn run(args: &DemoArgs) -> ExitCode {
     } else {
         Some(Duration::from_secs_f64(wall_seconds) + wall_interval * 2)
     };
-    let code = runtime.block_on(serve(config, jobs, store.clone(), run_for));
+    let code = runtime.block_on(crate::serve::serve(config, jobs, store.clone(), run_for));
     let _ = stop_fleet.send(true);
     timeline.abort();
     // Only faults that started before the run stopped happened; one cut short ends there.
     let reached_ms = start_ms + *fleet.clock.borrow() as i64 * 1000;
-    let truth: Vec<Truth> = truth
-        .into_iter()
-        .filter(|fault| fault.onset_ms <= reached_ms)
-        .map(|mut fault| {
-            if fault.end_ms.is_none_or(|end| end > reached_ms)
-                && reached_ms < start_ms + scenario.duration.0.as_millis() as i64
-            {
-                fault.end_ms = Some(reached_ms);
-            }
-            fault
-        })
-        .collect();
-    if let Err(error) = write_truth(&store, &runtime, &truth) {
+    let truth = truth_reached(truth, start_ms, reached_ms, scenario.duration.0.as_millis() as i64);
+    if let Err(error) = store.write_ground_truth(&runtime, &truth_rows(&truth)) {
         eprintln!("error: writing the ground truth: {error}");
         return ExitCode::from(1);
     }
@@ -187,54 +157,12 @@ fn collector_config(
     yaml.push_str(&format!(
         "storage:\n  embedded:\n    path: '{}'\nserver:\n  listen_address: 127.0.0.1:0\ndetector:\n  interval: {interval_ms}ms\n  dependencies:\n{}",
         data.display().to_string().replace('\'', "''"),
-        crate::eval::fleet_dependencies()
+        epicenter_eval::scenarios::fleet_dependencies()
             .iter()
             .map(|d| format!("    - {{caller: {}, callee: {}, same_dc: {}}}\n", d.caller, d.callee, d.same_dc))
             .collect::<String>()
     ));
     yaml
-}
-
-/// Creates `ground_truth` (idempotent) and appends this run's faults.
-fn write_truth(store: &Store, runtime: &tokio::runtime::Runtime, truth: &[Truth]) -> Result<(), String> {
-    store.query(
-        runtime,
-        "CREATE TABLE IF NOT EXISTS ground_truth (
-            scenario LowCardinality(String),
-            kind LowCardinality(String),
-            service LowCardinality(String),
-            dcs Array(String),
-            hosts Array(String),
-            instances Array(String),
-            onset DateTime64(3, 'UTC'),
-            end Nullable(DateTime64(3, 'UTC'))
-        ) ENGINE = MergeTree ORDER BY (onset, scenario)",
-        "TabSeparated",
-    )?;
-    for fault in truth {
-        let list = |values: &[String]| {
-            let quoted: Vec<String> = values
-                .iter()
-                .map(|value| format!("'{}'", value.replace('\'', "''")))
-                .collect();
-            format!("[{}]", quoted.join(","))
-        };
-        let sql = format!(
-            "INSERT INTO ground_truth VALUES ('{}', '{}', '{}', {}, {}, {}, fromUnixTimestamp64Milli({}), {})",
-            fault.scenario.replace('\'', "''"),
-            fault.kind,
-            fault.service,
-            list(&fault.dcs),
-            list(&fault.hosts),
-            list(&fault.instances),
-            fault.onset_ms,
-            fault
-                .end_ms
-                .map_or("NULL".to_string(), |end| format!("fromUnixTimestamp64Milli({end})"))
-        );
-        store.query(runtime, &sql, "TabSeparated")?;
-    }
-    Ok(())
 }
 
 /// Prints a line every 30 simulated seconds, and when a fault starts or ends.
@@ -310,7 +238,7 @@ fn summary(store: &Store, runtime: &tokio::runtime::Runtime, scenario: &Scenario
              WHERE time >= fromUnixTimestamp64Milli({start_ms}) GROUP BY service ORDER BY service"
         ))
     );
-    let verdicts = store
+    let opened = store
         .query(
             runtime,
             &format!(
@@ -319,13 +247,8 @@ fn summary(store: &Store, runtime: &tokio::runtime::Runtime, scenario: &Scenario
             ),
             "TabSeparated",
         )
-        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .map(|bytes| OpenedVerdict::parse_rows(&String::from_utf8_lossy(&bytes)))
         .unwrap_or_default();
-    let opened: Vec<Vec<String>> = verdicts
-        .lines()
-        .map(|line| line.split('\t').map(str::to_string).collect())
-        .filter(|fields: &Vec<String>| fields.len() == 4)
-        .collect();
     if truth.is_empty() {
         println!("\nNo fault was injected: the detector should say nothing.");
         println!("Verdicts opened: {}", opened.len());
@@ -337,25 +260,16 @@ fn summary(store: &Store, runtime: &tokio::runtime::Runtime, scenario: &Scenario
                 "SELECT scenario, kind, service, dcs, hosts, instances, onset FROM ground_truth WHERE onset >= fromUnixTimestamp64Milli({start_ms}) ORDER BY onset"
             ))
         );
-        let fault = &truth[0];
-        match opened
-            .iter()
-            .find(|fields| fields[3].parse::<i64>().is_ok_and(|at| at >= fault.onset_ms))
-        {
-            Some(fields) => {
-                let host_right = fault.hosts.contains(&fields[2]);
-                let dc_right = fault.dcs.contains(&fields[1]);
-                let seconds = fields[3].parse::<i64>().map_or(0, |at| (at - fault.onset_ms) / 1000);
-                println!(
-                    "\nThe detector's first verdict after the fault: {} on {} in {}, {} simulated seconds after the onset: host {}, datacenter {}.",
-                    fields[0],
-                    fields[2],
-                    fields[1],
-                    seconds,
-                    if host_right { "right" } else { "WRONG" },
-                    if dc_right { "right" } else { "WRONG" }
-                );
-            }
+        match first_verdict_after(&truth[0], &opened) {
+            Some(first) => println!(
+                "\nThe detector's first verdict after the fault: {} on {} in {}, {} simulated seconds after the onset: host {}, datacenter {}.",
+                first.verdict.kind,
+                first.verdict.host,
+                first.verdict.dc,
+                first.seconds_after_onset,
+                if first.host_right { "right" } else { "WRONG" },
+                if first.dc_right { "right" } else { "WRONG" }
+            ),
             None => println!("\nThe detector opened no verdict after the fault."),
         }
     }
@@ -364,24 +278,4 @@ fn summary(store: &Store, runtime: &tokio::runtime::Runtime, scenario: &Scenario
     for query in suggested_queries(kind, &scenario.name) {
         println!("  epicenter sql \"{query}\"");
     }
-}
-
-/// Three queries that show the scenario's fault in the stored samples.
-fn suggested_queries(kind: &str, scenario: &str) -> Vec<String> {
-    let this_run = format!("labels['scenario'] = '{}'", scenario.replace('\'', "''"));
-    let specific = match kind {
-        "node_loss" => format!("SELECT labels['pod'] AS node, toStartOfMinute(time) AS minute, max(value) - min(value) AS new_connections FROM samples WHERE metric = 'redis_connections_received_total' AND {this_run} GROUP BY node, minute ORDER BY minute, node"),
-        "slow_node" => format!("SELECT labels['name'] AS redis_node, round(avg(value), 2) AS active_connections FROM samples WHERE metric = 'commons_pool2_num_active_objects' AND {this_run} GROUP BY redis_node ORDER BY active_connections DESC"),
-        "cold_start" => format!("SELECT labels['pod'] AS pod, max(value) AS longest_gc_pause_seconds FROM samples WHERE metric = 'jvm_gc_pause_seconds_max' AND {this_run} GROUP BY pod ORDER BY longest_gc_pause_seconds DESC LIMIT 5"),
-        "slow_database" => format!("SELECT labels['pool'] AS pool, max(value) AS pending_threads FROM samples WHERE metric = 'hikaricp_connections_pending' AND {this_run} GROUP BY pool ORDER BY pending_threads DESC"),
-        "retry_storm" => format!("SELECT dc, labels['code'] AS code, max(value) - min(value) AS requests FROM samples WHERE metric = 'http_requests_total' AND {this_run} GROUP BY dc, code ORDER BY dc, code"),
-        "dc_degradation" => format!("SELECT dc AS caller_dc, labels['remote'] AS remote, round(1000 * (maxIf(value, metric LIKE '%_sum') - minIf(value, metric LIKE '%_sum')) / (maxIf(value, metric LIKE '%_count') - minIf(value, metric LIKE '%_count')), 2) AS mean_command_ms FROM samples WHERE metric IN ('lettuce_command_completion_seconds_sum', 'lettuce_command_completion_seconds_count') AND {this_run} GROUP BY caller_dc, remote ORDER BY mean_command_ms DESC LIMIT 10"),
-        "session_loss" => format!("SELECT labels['pod'] AS pod, toStartOfMinute(time) AS minute, max(value) AS voice_state_sup_mailbox FROM samples WHERE metric = 'erlang_vm_process_message_queue_len' AND labels['registered_name'] = 'voice_state_sup' AND {this_run} GROUP BY pod, minute ORDER BY minute, pod"),
-        _ => format!("SELECT service, count(DISTINCT metric) AS metrics, count() AS samples FROM samples WHERE {this_run} GROUP BY service ORDER BY service"),
-    };
-    vec![
-        specific,
-        format!("SELECT service, dc, host, countIf(up = 0) AS failed_scrapes, round(max(duration_seconds), 3) AS slowest_scrape_seconds FROM scrapes WHERE job = service GROUP BY service, dc, host ORDER BY failed_scrapes DESC, service, host"),
-        "SELECT scenario, kind, dcs, hosts, instances, onset FROM ground_truth ORDER BY onset DESC LIMIT 5".to_string(),
-    ]
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Args;
 use tokio::sync::watch;
 
-use crate::run::runtime;
+use crate::open::{load_scenario, runtime};
 
 /// Arguments of `epicenter fleet`.
 #[derive(Args, Debug)]
@@ -27,7 +27,7 @@ pub(crate) struct FleetArgs {
 
 /// Runs `epicenter fleet` until Ctrl-C.
 pub(crate) fn run(args: &FleetArgs) -> ExitCode {
-    let scenario = match crate::demo::load_scenario(&args.scenario, args.speed) {
+    let scenario = match load_scenario(&args.scenario, args.speed) {
         Ok(scenario) => scenario,
         Err(code) => return code,
     };

@@ -1,17 +1,16 @@
-//! `epicenter`: one binary, subcommands per job. Thin: parse arguments, call the library,
-//! map results to exit codes.
+//! `epicenter`: one binary, subcommands per job. Thin: parse arguments, wire the stages (the
+//! crates `epicenter-collector`, `-store`, `-detector`, `-oncall`, `-web`, `-fleet`, `-eval`),
+//! map results to exit codes. Product logic lives in those crates, not here.
 
 mod check;
+mod config;
 mod demo;
 mod eval;
 mod fleet;
-mod live;
-mod loadgen;
-mod notify;
-mod petshop;
+mod open;
 mod replay;
 mod run;
-mod server;
+mod serve;
 mod sql;
 
 use std::process::ExitCode;
@@ -94,10 +93,6 @@ enum Command {
     ///   epicenter sql --format CSV "SELECT metric, count() FROM samples GROUP BY metric"
     #[command(verbatim_doc_comment)]
     Sql(sql::SqlArgs),
-
-    /// Real workloads for end-to-end trials: `loadgen redis` drives real Redis nodes from
-    /// backend instances that export Lettuce/commons-pool2 metrics (see scripts/real-demo).
-    Loadgen(loadgen::LoadgenArgs),
 }
 
 fn main() -> ExitCode {
@@ -118,6 +113,5 @@ fn main() -> ExitCode {
         Command::Replay(args) => replay::run(&args),
         Command::Fleet(args) => fleet::run(&args),
         Command::Sql(args) => sql::run(&args),
-        Command::Loadgen(args) => loadgen::run(&args),
     }
 }

@@ -5,9 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use epicenter_collector::config::Config;
 
-use crate::run::{load_config, open_store, runtime};
+use crate::open::{open_existing, store_config};
 
 /// Arguments of `epicenter sql`.
 #[derive(Args, Debug)]
@@ -31,48 +30,6 @@ pub(crate) struct SqlArgs {
     /// TabSeparated, CSV, JSONEachRow, Markdown, …
     #[arg(long, default_value = "PrettyCompactMonoBlock")]
     format: String,
-}
-
-/// The configuration `--config` names (defaults without it), with `--data` pointing the
-/// embedded store at another directory.
-pub(crate) fn store_config(config: Option<&PathBuf>, data: Option<&PathBuf>) -> Result<Config, ExitCode> {
-    let mut config = match config {
-        Some(path) => load_config(path)?.0,
-        None => Config::default(),
-    };
-    if let Some(data) = data {
-        config.storage.clickhouse = None;
-        config.storage.embedded = Some(epicenter_collector::config::EmbeddedConfig { path: data.clone() });
-    }
-    Ok(config)
-}
-
-/// Opens the store `config` names for reading: a missing embedded store is an error (rather
-/// than a new empty one).
-pub(crate) fn open_existing(config: &Config) -> Result<(tokio::runtime::Runtime, crate::run::Store), ExitCode> {
-    if config.storage.clickhouse.is_none() {
-        let path = config.storage.embedded_path();
-        if !path.exists() {
-            eprintln!(
-                "error: no epicenter store at {} (relative paths are read from the current directory): run `epicenter run` first, or pass --config or --data naming the store",
-                path.display()
-            );
-            return Err(ExitCode::from(1));
-        }
-        // chDB makes any directory a store on open; a folder without the `epicenter`
-        // database's definition (`metadata/epicenter.sql`, which `run` and `demo` leave) is
-        // someone else's, and reading it must not write a store into it.
-        if !path.join("metadata").join("epicenter.sql").is_file() {
-            eprintln!(
-                "error: {} is not an epicenter store (no metadata/epicenter.sql in it, as `epicenter run` and `epicenter demo` leave): pass --config or --data naming the store",
-                path.display()
-            );
-            return Err(ExitCode::from(1));
-        }
-    }
-    let runtime = runtime()?;
-    let store = open_store(config, &runtime)?;
-    Ok((runtime, store))
 }
 
 /// Runs `epicenter sql`.

@@ -34,7 +34,7 @@ const BODY_SAMPLES: u64 = 2;
 const SYNTHETIC_SERIES: u64 = 5;
 
 fn library_available() -> bool {
-    let library = epicenter_collector::store::library_path();
+    let library = epicenter_store::library_path();
     if library.exists() {
         return true;
     }

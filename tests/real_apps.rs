@@ -5,7 +5,7 @@
 //!   until its mailbox runs away. The verdict must say mailbox overload and name that
 //!   instance's service and host.
 //! - JVM cold start: six instances of real/jvm/ColdStart.java (JDK 17's HTTP server) under
-//!   load from `epicenter loadgen http`; a "deploy" restarts two with a small heap. The verdict
+//!   load from `epicenter-loadgen http`; a "deploy" restarts two with a small heap. The verdict
 //!   must say cold start and name those hosts, not the others.
 //!
 //! Each test prints its time to verdict and the verdict. Needs escript (erlang-base,
@@ -20,8 +20,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    await_quiet, await_verdict, describe, epicenter_log, free_port, get_text, require, signal, spawn, start_epicenter,
-    verdict_events, wait_port, Guard, Signal,
+    await_quiet, await_verdict, describe, epicenter_log, free_port, get_text, loadgen, require, signal, spawn,
+    start_epicenter, verdict_events, wait_port, Guard, Signal,
 };
 
 fn work_dir(label: &str) -> std::path::PathBuf {
@@ -196,10 +196,10 @@ fn e2e_a_cold_deploy_is_named_on_the_restarted_hosts_only() {
         assert!(wait_port(*port, Duration::from_secs(180)), "{name} did not listen");
     }
     let client_targets = dir.join("client.json");
-    let mut loadgen = Command::new(env!("CARGO_BIN_EXE_epicenter"));
+    let mut loadgen = Command::new(loadgen());
     loadgen
         .args([
-            "loadgen", "http", "--path", "/work", "--rate", "25", "--name", "web-1-1", "--dc", "dc-1",
+            "http", "--path", "/work", "--rate", "25", "--name", "web-1-1", "--dc", "dc-1",
         ])
         .args(["--host", "dc-1-web-1", "--service", "web", "--targets-file"])
         .arg(&client_targets);
@@ -246,7 +246,7 @@ fn e2e_a_cold_deploy_is_named_on_the_restarted_hosts_only() {
         std::thread::sleep(Duration::from_millis(50));
         std::fs::read_to_string(&client_targets).is_ok_and(|text| text.trim_end().ends_with(']'))
     });
-    assert!(written, "epicenter loadgen http wrote no targets file");
+    assert!(written, "epicenter-loadgen http wrote no targets file");
     let targets: Vec<(String, String, String, String)> = jvms
         .iter()
         .map(|(name, port, dc, host, _)| (format!("127.0.0.1:{port}"), dc.clone(), host.clone(), name.clone()))

@@ -1,6 +1,6 @@
 //! Real Redis, end to end: six `redis-server` nodes (Debian's package) over three
 //! datacenters, one `prometheus-redis-exporter` per node, twelve backend instances of
-//! `epicenter loadgen redis` (a real client with real pools), `epicenter run` scraping all of
+//! `epicenter-loadgen redis` (a real client with real pools), `epicenter run` scraping all of
 //! it every second, and the real Alertmanager delivering to a webhook this test serves.
 //!
 //! One test injects three faults in turn — `kill -9` of a node, `SIGSTOP` of a node,
@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    await_quiet, await_verdict, describe, epicenter_log, free_port, open_verdict, receiver, require, signal, spawn,
-    start_alertmanager, start_epicenter, verdict_events, wait_port, Guard, Signal,
+    await_quiet, await_verdict, describe, epicenter_log, free_port, loadgen, open_verdict, receiver, require, signal,
+    spawn, start_alertmanager, start_epicenter, verdict_events, wait_port, Guard, Signal,
 };
 
 /// One Redis node and its exporter.
@@ -121,17 +121,9 @@ impl Rig {
             );
         }
         let targets = dir.join("backends.json");
-        let mut loadgen = Command::new(env!("CARGO_BIN_EXE_epicenter"));
+        let mut loadgen = Command::new(loadgen());
         loadgen
-            .args([
-                "loadgen",
-                "redis",
-                "--instances",
-                "12",
-                "--rate",
-                "40",
-                "--targets-file",
-            ])
+            .args(["redis", "--instances", "12", "--rate", "40", "--targets-file"])
             .arg(&targets);
         for node in &nodes {
             loadgen
@@ -143,7 +135,7 @@ impl Rig {
             std::thread::sleep(Duration::from_millis(50));
             std::fs::read_to_string(&targets).is_ok_and(|text| text.trim_end().ends_with(']'))
         });
-        assert!(written, "epicenter loadgen wrote no targets file");
+        assert!(written, "epicenter-loadgen wrote no targets file");
         let api = format!("127.0.0.1:{}", free_port());
         let static_targets: String = nodes
             .iter()

@@ -24,11 +24,13 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use epicenter_collector::batch::{run_writer, Sink, SinkError, WriterStats};
-use epicenter_collector::config::{ClickHouseConfig, Config, PlacementConfig};
-use epicenter_collector::scrape::{run_target, schedule_offset, targets_for_job, ScrapeContext, Scraper};
-use epicenter_collector::store::clickhouse::ClickHouseStore;
-use epicenter_collector::store::{EmbeddedStore, Table};
+use epicenter_collector::config::jobs_from_yaml;
+use epicenter_collector::scrape::{run_target, schedule_offset, ScrapeContext, Scraper};
+use epicenter_collector::targets::targets_for_job;
+use epicenter_store::clickhouse::ClickHouseStore;
+use epicenter_store::config::{ClickHouseConfig, PlacementConfig};
+use epicenter_store::writer::{run_writer, Sink, SinkError, WriterStats};
+use epicenter_store::{EmbeddedStore, Table};
 
 /// Discards batches: with `EPICENTER_FLEET_SINK=null`, measures epicenter without chDB.
 struct NullSink;
@@ -149,7 +151,7 @@ fn main() {
         "global: {{scrape_interval: 1s, scrape_timeout: 900ms}}\nscrape_configs:\n  - job_name: fleet\n    static_configs:\n      - targets: [{}]\n        labels: {{dc: dc-1, service: pool}}\n",
         target_list.join(", ")
     );
-    let job = Arc::new(Config::from_yaml(&yaml).unwrap().validate().unwrap().remove(0));
+    let job = Arc::new(jobs_from_yaml(&yaml).unwrap().remove(0));
     let data = std::env::temp_dir().join(format!("epicenter-fleet-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&data);
     let store = Arc::new(EmbeddedStore::open(&data, "fleet").expect("embedded store (run scripts/setup)"));
@@ -171,12 +173,11 @@ fn main() {
         let (sender, inbox) = mpsc::channel(1024);
         let (stop, shutdown) = watch::channel(false);
         let null_sink = std::env::var("EPICENTER_FLEET_SINK").is_ok_and(|sink| sink == "null");
-        let mut batching = epicenter_collector::config::BatchingConfig::default();
+        let mut batching = epicenter_store::config::BatchingConfig::default();
         if let Ok(age) = std::env::var("EPICENTER_FLEET_BATCH_AGE") {
-            batching.max_age =
-                epicenter_collector::config::PromDuration(epicenter_collector::config::parse_duration(&age).unwrap());
+            batching.max_age = epicenter_config::PromDuration(epicenter_config::parse_duration(&age).unwrap());
             batching.max_rows = 10_000_000;
-            batching.max_bytes = epicenter_collector::config::ByteSize(1 << 30);
+            batching.max_bytes = epicenter_config::ByteSize(1 << 30);
         }
         if std::env::var("EPICENTER_FLEET_NO_ROLLUP").is_ok() {
             store.query("DROP VIEW fleet.samples_1m_mv", "TabSeparated").unwrap();
@@ -216,7 +217,7 @@ fn main() {
             // process on the same engine (store::http): the HTTP path runs end to end.
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let url = format!("http://{}", listener.local_addr().unwrap());
-            let router = epicenter_collector::store::http::router(store.clone());
+            let router = epicenter_store::http::router(store.clone());
             tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
             let config = ClickHouseConfig {
                 url,

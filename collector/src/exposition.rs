@@ -24,12 +24,14 @@
 
 mod assemble;
 mod error;
+mod json;
 mod model;
 mod number;
 mod render;
 mod syntax;
 
 pub use error::{ParseError, Rule};
+pub use json::write_json;
 pub use model::{Exemplar, Exposition, Family, Format, Label, LabelRange, MetricType, Sample, Validation};
 pub use render::render;
 

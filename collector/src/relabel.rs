@@ -8,8 +8,8 @@
 //! as a big-endian integer, modulo `modulus`), `labelmap`, `labeldrop`, `labelkeep`,
 //! `lowercase`, `uppercase`. A label set that ends empty is dropped.
 
-use std::collections::BTreeMap;
-
+use epicenter_config::is_label_name;
+use epicenter_store::rows::Labels;
 use md5::{Digest, Md5};
 use regex::Regex;
 use serde::Deserialize;
@@ -84,9 +84,6 @@ fn default_regex() -> String {
 fn default_replacement() -> String {
     "$1".to_string()
 }
-
-/// A label set for relabeling: names to values, sorted by name.
-pub type Labels = BTreeMap<String, String>;
 
 /// A validated relabeling step with its regex compiled.
 #[derive(Debug, Clone)]
@@ -179,13 +176,6 @@ fn action_name(action: Action) -> &'static str {
         Action::Lowercase => "lowercase",
         Action::Uppercase => "uppercase",
     }
-}
-
-/// `[a-zA-Z_][a-zA-Z0-9_]*`.
-pub fn is_label_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    matches!(bytes.next(), Some(first) if first.is_ascii_alphabetic() || first == b'_')
-        && bytes.all(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
 }
 
 /// A label name that may contain `$1`, `${1}` or `$name` references.

@@ -19,298 +19,19 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::config::{Job, PlacementConfig, Scheme, StaticConfig, TlsConfig};
+use epicenter_config::TlsConfig;
+use epicenter_store::config::PlacementConfig;
+use epicenter_store::rows::{Labels, Placement, SampleRow, ScrapeOutcome, ScrapeReport, Series};
+
+use crate::client::{describe_request_error, http_client};
+use crate::config::Job;
 use crate::exposition::{parse, FormatChoice, ParseOptions, Validation};
-use crate::relabel::{process, Labels};
+use crate::relabel::process;
+use crate::targets::Target;
 
 /// `Accept` header of every scrape: OpenMetrics 1.0 first, then text 0.0.4 (what Prometheus
 /// sends with its default protocols).
 pub const ACCEPT: &str = "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4,*/*;q=0.1";
-
-/// A target after relabeling: what to scrape and the labels its series get.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Target {
-    /// The job's name.
-    pub job: String,
-    /// Full URL: scheme, address, path and query parameters.
-    pub url: String,
-    /// Labels attached to every series of the target (`job`, `instance`, static labels), with
-    /// `__`-prefixed labels removed.
-    pub labels: Labels,
-    /// A stable hash of job and labels: the schedule offset comes from it.
-    pub identity: u64,
-}
-
-impl Target {
-    /// The `instance` label.
-    pub fn instance(&self) -> &str {
-        self.labels.get("instance").map_or("", String::as_str)
-    }
-}
-
-/// Builds a job's targets from its static configs and `relabel_configs`. Returns the targets
-/// and how many relabeling dropped.
-pub fn targets_for_job(job: &Job) -> (Vec<Target>, usize) {
-    targets_for_groups(job, &job.config.static_configs)
-}
-
-/// Builds targets from target groups (static or discovered) with the job's defaults and
-/// `relabel_configs`. Returns the targets and how many relabeling dropped; a target listed
-/// twice is kept once.
-pub fn targets_for_groups(job: &Job, groups: &[StaticConfig]) -> (Vec<Target>, usize) {
-    let config = &job.config;
-    let mut targets: Vec<Target> = Vec::new();
-    let mut dropped = 0;
-    for group in groups {
-        for address in &group.targets {
-            if let Err(reason) = crate::config::check_target(address) {
-                tracing::warn!(job = %config.job_name, %reason, "target skipped");
-                dropped += 1;
-                continue;
-            }
-            let mut labels: Labels = group.labels.clone();
-            let defaults = [
-                ("__address__", address.clone()),
-                ("__scheme__", scheme_name(config.scheme).to_string()),
-                ("__metrics_path__", config.metrics_path.clone()),
-                ("job", config.job_name.clone()),
-            ];
-            for (name, value) in defaults {
-                labels.entry(name.to_string()).or_insert(value);
-            }
-            for (name, values) in &config.params {
-                if let Some(first) = values.first() {
-                    labels.entry(format!("__param_{name}")).or_insert_with(|| first.clone());
-                }
-            }
-            match process(&job.relabel, labels).and_then(finish_target) {
-                Some(target) if targets.iter().any(|existing| existing.identity == target.identity) => {}
-                Some(target) => targets.push(target),
-                None => dropped += 1,
-            }
-        }
-    }
-    (targets, dropped)
-}
-
-fn scheme_name(scheme: Scheme) -> &'static str {
-    match scheme {
-        Scheme::Http => "http",
-        Scheme::Https => "https",
-    }
-}
-
-/// Turns relabeled labels into a target: URL from the `__` labels, `instance` defaulted,
-/// `__` labels removed. `None` without an address.
-fn finish_target(mut labels: Labels) -> Option<Target> {
-    let address = labels.get("__address__")?.clone();
-    let scheme = labels.get("__scheme__").cloned().unwrap_or_else(|| "http".to_string());
-    let path = labels
-        .get("__metrics_path__")
-        .cloned()
-        .unwrap_or_else(|| "/metrics".to_string());
-    let query: Vec<String> = labels
-        .iter()
-        .filter_map(|(name, value)| {
-            name.strip_prefix("__param_")
-                .map(|param| format!("{}={}", url_escape(param), url_escape(value)))
-        })
-        .collect();
-    let mut url = format!("{scheme}://{address}{path}");
-    if !query.is_empty() {
-        url.push('?');
-        url.push_str(&query.join("&"));
-    }
-    labels.entry("instance".to_string()).or_insert(address);
-    labels.retain(|name, _| !name.starts_with("__"));
-    let job = labels.get("job").cloned().unwrap_or_default();
-    let mut identity_text = url.clone();
-    for (name, value) in &labels {
-        identity_text.push('\u{0}');
-        identity_text.push_str(name);
-        identity_text.push('=');
-        identity_text.push_str(value);
-    }
-    Some(Target {
-        job,
-        url,
-        labels,
-        identity: fnv1a(identity_text.as_bytes()),
-    })
-}
-
-fn url_escape(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
-            escaped.push(byte as char);
-        } else {
-            escaped.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    escaped
-}
-
-/// FNV-1a, 64 bits: stable across runs and builds (schedule offsets and series ids must not
-/// change when the binary is rebuilt).
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &byte in bytes {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    hash
-}
-
-/// Stable id of a series: FNV-1a over its name and its labels in name order, as
-/// `name \0 label=value \0 label=value …`.
-pub fn series_id(name: &str, labels: &Labels) -> u64 {
-    let mut hash = Fnv1a::default();
-    hash.write(name.as_bytes());
-    for (label, value) in labels {
-        hash.write(b"\0");
-        hash.write(label.as_bytes());
-        hash.write(b"=");
-        hash.write(value.as_bytes());
-    }
-    hash.0
-}
-
-/// Incremental FNV-1a (same result as [`fnv1a`] over the concatenated bytes).
-struct Fnv1a(u64);
-
-impl Default for Fnv1a {
-    fn default() -> Self {
-        Fnv1a(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Fnv1a {
-    fn write(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            self.0 ^= u64::from(byte);
-            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-}
-
-/// Where a series runs, from the placement labels.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Placement {
-    /// Datacenter (`placement.dc_label`), empty when unknown.
-    pub dc: String,
-    /// Host (`placement.host_label`, else the host part of `instance`).
-    pub host: String,
-    /// Service (`placement.service_label`), empty when unknown.
-    pub service: String,
-}
-
-impl Placement {
-    /// Reads the placement of a series from its labels.
-    pub fn of(labels: &Labels, config: &PlacementConfig) -> Placement {
-        let get = |name: &str| labels.get(name).cloned().unwrap_or_default();
-        let mut host = get(&config.host_label);
-        if host.is_empty() && config.host_from_instance {
-            if let Some(instance) = labels.get("instance") {
-                host = match instance.rsplit_once(':') {
-                    Some((name, port)) if port.bytes().all(|byte| byte.is_ascii_digit()) => name.to_string(),
-                    _ => instance.clone(),
-                };
-                host = host.trim_start_matches('[').trim_end_matches(']').to_string();
-            }
-        }
-        Placement {
-            dc: get(&config.dc_label),
-            host,
-            service: get(&config.service_label),
-        }
-    }
-}
-
-/// A series as stored: name, final labels, id and placement, computed once per target and
-/// shared by every sample of the series (the scrape cache keeps it between scrapes).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Series {
-    /// Metric (sample) name.
-    pub name: String,
-    /// All labels of the series except the name, including `job`, `instance` and placement.
-    pub labels: Labels,
-    /// [`series_id`] of the series.
-    pub id: u64,
-    /// Datacenter, host and service of the series.
-    pub placement: Placement,
-    /// The `samples` columns from `metric` to `labels`, RowBinary-encoded once.
-    encoded: Box<[u8]>,
-}
-
-impl Series {
-    /// Builds a series from its name and final labels: id, placement and encoding.
-    pub fn new(name: String, labels: Labels, placement: &PlacementConfig) -> Series {
-        let id = series_id(&name, &labels);
-        let placement = Placement::of(&labels, placement);
-        let encoded = crate::store::rowbinary::series_columns(&name, &labels, &placement).into_boxed_slice();
-        Series {
-            name,
-            labels,
-            id,
-            placement,
-            encoded,
-        }
-    }
-
-    /// RowBinary of the `samples` columns `metric, job, instance, dc, host, service, labels`.
-    pub fn encoded_columns(&self) -> &[u8] {
-        &self.encoded
-    }
-}
-
-/// One stored sample: a point of a [`Series`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct SampleRow {
-    /// Sample time in milliseconds since the epoch (the exposition's timestamp when
-    /// `honor_timestamps`, else the scrape's start).
-    pub timestamp_ms: i64,
-    /// The value.
-    pub value: f64,
-    /// The series the sample belongs to.
-    pub series: Arc<Series>,
-}
-
-/// One scrape's health, as the `scrapes` table stores it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ScrapeReport {
-    /// Scrape start, milliseconds since the epoch.
-    pub timestamp_ms: i64,
-    /// Job name.
-    pub job: String,
-    /// `instance` label.
-    pub instance: String,
-    /// Target placement.
-    pub placement: Placement,
-    /// Whether the scrape succeeded.
-    pub up: bool,
-    /// Wall time of the scrape, seconds.
-    pub duration_seconds: f64,
-    /// Samples in the body.
-    pub samples_scraped: u64,
-    /// Samples kept after `metric_relabel_configs`.
-    pub samples_post_metric_relabeling: u64,
-    /// Series not present in the target's previous scrape.
-    pub series_added: u64,
-    /// Why the scrape failed.
-    pub error: Option<String>,
-    /// [`Target::identity`] of the scraped target (not stored; for target health).
-    pub target_identity: u64,
-}
-
-/// What one scrape produced: its rows (including the synthetic series) and its report.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ScrapeOutcome {
-    /// Sample rows, body samples first, then the five synthetic series.
-    pub rows: Vec<SampleRow>,
-    /// Health of the scrape.
-    pub report: ScrapeReport,
-}
 
 /// Per-target memory between scrapes: the scrape cache and the series seen last time (for
 /// `scrape_series_added`).
@@ -414,49 +135,7 @@ impl Scraper {
     /// `insecure_skip_verify` accepts any certificate. Errors ([`ScrapeError::Tls`]) name the
     /// file that cannot be read or parsed.
     pub fn with_tls(tls: Option<&TlsConfig>) -> Result<Scraper, ScrapeError> {
-        let mut builder = reqwest::Client::builder()
-            .user_agent(concat!("epicenter/", env!("CARGO_PKG_VERSION")))
-            .gzip(true)
-            .use_rustls_tls();
-        if let Some(tls) = tls {
-            let read = |key: &str, path: &std::path::Path| {
-                std::fs::read(path).map_err(|error| ScrapeError::Tls(format!("{key} '{}': {error}", path.display())))
-            };
-            if let Some(path) = &tls.ca_file {
-                let pem = read("ca_file", path)?;
-                let certificates = reqwest::Certificate::from_pem_bundle(&pem)
-                    .map_err(|error| ScrapeError::Tls(format!("ca_file '{}': {error}", path.display())))?;
-                if certificates.is_empty() {
-                    return Err(ScrapeError::Tls(format!(
-                        "ca_file '{}': no PEM certificate in it",
-                        path.display()
-                    )));
-                }
-                for certificate in certificates {
-                    builder = builder.add_root_certificate(certificate);
-                }
-            }
-            if let (Some(cert), Some(key)) = (&tls.cert_file, &tls.key_file) {
-                let mut pem = read("cert_file", cert)?;
-                pem.push(b'\n');
-                pem.extend(read("key_file", key)?);
-                let identity = reqwest::Identity::from_pem(&pem).map_err(|error| {
-                    ScrapeError::Tls(format!(
-                        "cert_file '{}' / key_file '{}': {} (cert_file must hold the PEM certificate, key_file its PEM private key)",
-                        cert.display(),
-                        key.display(),
-                        describe_request_error(&error)
-                    ))
-                })?;
-                builder = builder.identity(identity);
-            }
-            if tls.insecure_skip_verify {
-                builder = builder.danger_accept_invalid_certs(true);
-            }
-        }
-        let client = builder
-            .build()
-            .map_err(|error| ScrapeError::Tls(describe_request_error(&error)))?;
+        let client = http_client(tls).map_err(ScrapeError::Tls)?;
         Ok(Scraper { client })
     }
 
@@ -676,52 +355,6 @@ fn series_for(name: &str, labels: Labels, target: &Target, job: &Job, context: &
     Some(Series::new(name, labels, &context.placement))
 }
 
-/// reqwest's error with its causes, e.g. `error sending request: … Connection refused`, and
-/// a plain-words hint for the TLS failures people meet most.
-fn describe_request_error(error: &reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    if let Some(hint) = tls_hint(&text) {
-        text.push_str(" (");
-        text.push_str(hint);
-        text.push(')');
-    }
-    text
-}
-
-/// What a rustls failure means for the person configuring the scrape.
-fn tls_hint(text: &str) -> Option<&'static str> {
-    let hints = [
-        (
-            "CaUsedAsEndEntity",
-            "the server's certificate is itself a CA certificate (basicConstraints CA:TRUE, as `openssl req -x509` makes by default); serve a leaf certificate signed by a CA and put that CA in tls_config.ca_file (docs/configuration.md shows how), or set tls_config.insecure_skip_verify",
-        ),
-        (
-            "UnknownIssuer",
-            "the server's certificate is not signed by a trusted CA: put its CA in tls_config.ca_file",
-        ),
-        (
-            "InvalidContentType",
-            "the server did not answer with TLS: is it plain http? (scheme: http)",
-        ),
-        (
-            "NotValidForName",
-            "the certificate does not name the address scraped: scrape a name its subjectAltName lists",
-        ),
-        ("not valid for name", "the certificate does not name the address scraped: scrape a name its subjectAltName lists"),
-        ("Expired", "the server's certificate has expired"),
-    ];
-    hints
-        .iter()
-        .find(|(token, _)| text.contains(token))
-        .map(|(_, hint)| *hint)
-}
-
 /// Adds the target's labels to a series (Prometheus `mutateSampleLabels`): with
 /// `honor_labels` the series' own value wins; otherwise the target's does and a clashing
 /// series label is kept as `exported_<name>`.
@@ -790,76 +423,9 @@ pub async fn run_target(
 
 #[cfg(test)]
 mod tests {
+    use epicenter_store::rows::fnv1a;
+
     use super::*;
-    use crate::config::Config;
-
-    fn job(yaml: &str) -> Job {
-        Config::from_yaml(yaml).unwrap().validate().unwrap().remove(0)
-    }
-
-    #[test]
-    fn targets_get_job_instance_and_static_labels() {
-        let job = job("scrape_configs:\n  - job_name: redis\n    params: {module: [redis]}\n    static_configs:\n      - targets: ['127.0.0.1:9121', 'redis-7:9121']\n        labels: {dc: dc-2}\n");
-        let (targets, dropped) = targets_for_job(&job);
-        assert_eq!(dropped, 0);
-        assert_eq!(targets.len(), 2);
-        assert_eq!(targets[0].url, "http://127.0.0.1:9121/metrics?module=redis");
-        assert_eq!(targets[0].labels.get("job").map(String::as_str), Some("redis"));
-        assert_eq!(targets[0].instance(), "127.0.0.1:9121");
-        assert_eq!(targets[0].labels.get("dc").map(String::as_str), Some("dc-2"));
-        assert!(targets[0].labels.keys().all(|name| !name.starts_with("__")));
-        assert_ne!(targets[0].identity, targets[1].identity);
-    }
-
-    #[test]
-    fn relabeling_can_drop_targets_and_rewrite_the_address() {
-        let job = job("scrape_configs:\n  - job_name: a\n    static_configs: [{targets: ['10.0.0.1:9100', '10.0.0.2:9100']}]\n    relabel_configs:\n      - {source_labels: [__address__], regex: '10.0.0.2:.*', action: drop}\n      - {source_labels: [__address__], regex: '(.*):9100', target_label: __address__, replacement: '${1}:9200'}\n");
-        let (targets, dropped) = targets_for_job(&job);
-        assert_eq!(dropped, 1);
-        assert_eq!(targets[0].url, "http://10.0.0.1:9200/metrics");
-        // instance defaults to the address after relabeling, as in Prometheus.
-        assert_eq!(targets[0].instance(), "10.0.0.1:9200");
-    }
-
-    #[test]
-    fn discovered_targets_are_checked_like_static_ones() {
-        let job = job("scrape_configs:\n  - job_name: a\n");
-        let group = StaticConfig {
-            targets: vec![
-                "http://bad/".into(),
-                "nohost".into(),
-                "127.0.0.1:99999".into(),
-                "127.0.0.1:9100".into(),
-            ],
-            labels: Default::default(),
-        };
-        let (targets, dropped) = targets_for_groups(&job, &[group]);
-        assert_eq!(dropped, 3);
-        assert_eq!(targets.len(), 1);
-        assert_eq!(targets[0].url, "http://127.0.0.1:9100/metrics");
-    }
-
-    #[test]
-    fn placement_comes_from_labels_or_instance() {
-        let config = PlacementConfig::default();
-        let labels: Labels = [("dc", "dc-1"), ("instance", "redis-7.dc-1:9121"), ("service", "redis")]
-            .iter()
-            .map(|(name, value)| (name.to_string(), value.to_string()))
-            .collect();
-        let placement = Placement::of(&labels, &config);
-        assert_eq!(
-            placement,
-            Placement {
-                dc: "dc-1".into(),
-                host: "redis-7.dc-1".into(),
-                service: "redis".into()
-            }
-        );
-        let ipv6: Labels = [("instance".to_string(), "[::1]:9100".to_string())]
-            .into_iter()
-            .collect();
-        assert_eq!(Placement::of(&ipv6, &config).host, "::1");
-    }
 
     #[test]
     fn clashing_labels_are_exported_unless_honored() {
@@ -872,15 +438,6 @@ mod tests {
         attach_target_labels(&mut honored, &target, true);
         assert_eq!(honored.get("job").map(String::as_str), Some("app"));
         assert!(!honored.contains_key("exported_job"));
-    }
-
-    #[test]
-    fn series_ids_hash_name_and_sorted_labels() {
-        let labels: Labels = [("b".to_string(), "2".to_string()), ("a".to_string(), "1".to_string())]
-            .into_iter()
-            .collect();
-        assert_eq!(series_id("up", &labels), fnv1a(b"up\0a=1\0b=2"));
-        assert_ne!(series_id("up", &labels), series_id("down", &labels));
     }
 
     #[test]

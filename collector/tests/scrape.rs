@@ -12,11 +12,11 @@ use std::time::Duration;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::routing::get;
 use axum::Router;
-use epicenter_collector::config::{Config, Job, PlacementConfig};
-use epicenter_collector::relabel::Labels;
-use epicenter_collector::scrape::{
-    run_target, series_id, targets_for_job, ScrapeContext, ScrapeOutcome, Scraper, TargetState,
-};
+use epicenter_collector::config::{jobs_from_yaml, Job};
+use epicenter_collector::scrape::{run_target, ScrapeContext, Scraper, TargetState};
+use epicenter_collector::targets::targets_for_job;
+use epicenter_store::config::PlacementConfig;
+use epicenter_store::rows::{series_id, Labels, ScrapeOutcome};
 use tokio::sync::{mpsc, watch};
 
 const TEXT_BODY: &str = "\
@@ -119,7 +119,7 @@ fn job_for(address: &str, path: &str, extra: &str) -> Job {
     let yaml = format!(
         "scrape_configs:\n  - job_name: test\n    scrape_interval: 1s\n    scrape_timeout: 500ms\n    metrics_path: {path}\n    static_configs:\n      - targets: ['{address}']\n        labels: {{dc: dc-2, service: redis}}\n{extra}"
     );
-    Config::from_yaml(&yaml).unwrap().validate().unwrap().remove(0)
+    jobs_from_yaml(&yaml).unwrap().remove(0)
 }
 
 fn context() -> ScrapeContext {
@@ -343,7 +343,7 @@ async fn a_failing_target_leaves_the_others_scraping() {
     let yaml = format!(
         "scrape_configs:\n  - job_name: good\n    scrape_interval: 200ms\n    scrape_timeout: 150ms\n    static_configs: [{{targets: ['{address}']}}]\n  - job_name: bad\n    scrape_interval: 200ms\n    scrape_timeout: 150ms\n    metrics_path: /slow\n    static_configs: [{{targets: ['{address}']}}]\n"
     );
-    let jobs = Config::from_yaml(&yaml).unwrap().validate().unwrap();
+    let jobs = jobs_from_yaml(&yaml).unwrap();
     let (sender, mut receiver) = mpsc::channel(64);
     let (stop, shutdown) = watch::channel(false);
     let scraper = Scraper::new().unwrap();
@@ -424,7 +424,7 @@ async fn killing_one_target_marks_only_it_down_within_one_interval() {
         "scrape_configs:\n  - job_name: fleet\n    scrape_interval: 500ms\n    scrape_timeout: 400ms\n    static_configs: [{{targets: [{}]}}]\n",
         target_list.join(", ")
     );
-    let job = Arc::new(Config::from_yaml(&yaml).unwrap().validate().unwrap().remove(0));
+    let job = Arc::new(jobs_from_yaml(&yaml).unwrap().remove(0));
     let (sender, mut receiver) = mpsc::channel(256);
     let (stop, shutdown) = watch::channel(false);
     let scraper = Scraper::new().unwrap();

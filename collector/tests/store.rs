@@ -14,9 +14,11 @@ use std::time::Duration;
 use axum::http::header;
 use axum::routing::get;
 use axum::Router;
-use epicenter_collector::config::{Config, PlacementConfig};
-use epicenter_collector::scrape::{targets_for_job, ScrapeContext, Scraper, TargetState};
-use epicenter_collector::store::{library_path, Chdb, ChdbError, EmbeddedStore};
+use epicenter_collector::config::jobs_from_yaml;
+use epicenter_collector::scrape::{ScrapeContext, Scraper, TargetState};
+use epicenter_collector::targets::targets_for_job;
+use epicenter_store::config::PlacementConfig;
+use epicenter_store::{library_path, Chdb, ChdbError, EmbeddedStore};
 
 /// One data path per process (a chDB rule): every test uses its own database inside it.
 fn data_path() -> &'static PathBuf {
@@ -87,7 +89,7 @@ async fn a_scraped_body_reads_back_exactly() {
     let yaml = format!(
         "scrape_configs:\n  - job_name: backend\n    scrape_interval: 5s\n    static_configs:\n      - targets: ['{address}']\n        labels: {{dc: dc-2, host: jvm-3, service: backend}}\n"
     );
-    let job = Config::from_yaml(&yaml).unwrap().validate().unwrap().remove(0);
+    let job = jobs_from_yaml(&yaml).unwrap().remove(0);
     let (targets, _) = targets_for_job(&job);
     let context = ScrapeContext {
         placement: PlacementConfig::default(),

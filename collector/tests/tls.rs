@@ -8,8 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use epicenter_collector::config::{Config, Job, PlacementConfig};
-use epicenter_collector::scrape::{targets_for_job, ScrapeContext, ScrapeOutcome, Scraper, TargetState};
+use epicenter_collector::config::{jobs_from_yaml, Job};
+use epicenter_collector::scrape::{ScrapeContext, Scraper, TargetState};
+use epicenter_collector::targets::targets_for_job;
+use epicenter_store::config::PlacementConfig;
+use epicenter_store::rows::ScrapeOutcome;
 
 const BODY: &str = "# TYPE secure_requests_total counter\nsecure_requests_total{path=\"/a\"} 7\nsecure_up 1\n";
 
@@ -120,7 +123,7 @@ fn job(address: &str, tls: &str) -> Job {
     let yaml = format!(
         "scrape_configs:\n  - job_name: secure\n    scheme: https\n    scrape_timeout: 5s\n    static_configs: [{{targets: ['{address}']}}]\n{tls}"
     );
-    Config::from_yaml(&yaml).unwrap().validate().unwrap().remove(0)
+    jobs_from_yaml(&yaml).unwrap().remove(0)
 }
 
 async fn scrape(job: &Job) -> ScrapeOutcome {
@@ -275,7 +278,7 @@ fn unusable_pem_files_fail_the_config_check_not_the_run() {
         let yaml = format!(
             "scrape_configs:\n  - job_name: secure\n    scheme: https\n    static_configs: [{{targets: ['127.0.0.1:1']}}]\n    tls_config: {tls}\n"
         );
-        match Config::from_yaml(&yaml).unwrap().validate() {
+        match jobs_from_yaml(&yaml) {
             Ok(_) => Vec::new(),
             Err(errors) => errors.iter().map(ToString::to_string).collect(),
         }
@@ -315,9 +318,7 @@ fn unusable_pem_files_fail_the_config_check_not_the_run() {
 #[test]
 fn unreadable_or_half_tls_files_are_config_errors_with_their_path() {
     let yaml = "scrape_configs:\n  - job_name: secure\n    scheme: https\n    static_configs: [{targets: ['127.0.0.1:1']}]\n    tls_config: {ca_file: /nonexistent/ca.pem, cert_file: /nonexistent/client.pem}\n";
-    let problems: Vec<String> = Config::from_yaml(yaml)
-        .unwrap()
-        .validate()
+    let problems: Vec<String> = jobs_from_yaml(yaml)
         .unwrap_err()
         .iter()
         .map(ToString::to_string)
@@ -328,7 +329,7 @@ fn unreadable_or_half_tls_files_are_config_errors_with_their_path() {
     assert!(problems.contains("cert_file and key_file go together"), "{problems}");
     let garbage = std::env::temp_dir().join(format!("epicenter-not-pem-{}", std::process::id()));
     std::fs::write(&garbage, "not a certificate\n").unwrap();
-    let tls = epicenter_collector::config::TlsConfig {
+    let tls = epicenter_config::TlsConfig {
         ca_file: Some(garbage.clone()),
         ..Default::default()
     };

@@ -739,21 +739,30 @@ impl Detector {
             ("network".to_string(), in_dc)
         } else if kind == "cold_start" {
             // A deploy restarts several instances: name every restarted instance of the
-            // leader's service that is a candidate, and only those.
-            let restarted: Vec<&Candidate> = candidates
+            // leader's service that is a candidate, and only those. A restart's own evidence
+            // fades before its slowness does, so an open cold start keeps naming the
+            // instances it named while they are still candidates; it never names nobody.
+            let named_before = |instance: &str| {
+                self.open
+                    .as_ref()
+                    .is_some_and(|open| open.kind == "cold_start" && open.instances.iter().any(|name| name == instance))
+            };
+            let mut restarted: Vec<String> = candidates
                 .iter()
                 .filter(|c| {
                     c.service == leader.service
-                        && assessment
-                            .anomalies
-                            .iter()
-                            .any(|a| a.instance == c.instance && a.class == Class::Restart)
+                        && (named_before(&c.instance)
+                            || assessment
+                                .anomalies
+                                .iter()
+                                .any(|a| a.instance == c.instance && a.class == Class::Restart))
                 })
+                .map(|c| c.instance.clone())
                 .collect();
-            (
-                leader.service.clone(),
-                restarted.iter().map(|c| c.instance.clone()).collect(),
-            )
+            if restarted.is_empty() {
+                restarted.push(leader.instance.clone());
+            }
+            (leader.service.clone(), restarted)
         } else {
             (leader.service.clone(), vec![leader.instance.clone()])
         };
@@ -922,5 +931,48 @@ mod tests {
         }
         assert!(expected.len() >= 3, "{expected:?}");
         assert_eq!(verdict.ranked_hosts(), expected);
+    }
+
+    /// A cold start whose restart evidence has faded (the restarts are minutes old, the
+    /// slowness is not) keeps naming the restarted instances, and never names nobody.
+    #[test]
+    fn a_cold_start_keeps_naming_its_instances_after_the_restart_evidence_fades() {
+        let mut detector = detector();
+        let slow = |instance: &str| anomaly(instance, Class::Latency, None, 0);
+        let restarted = |instance: &str| anomaly(instance, Class::Restart, None, 0);
+        let assessment = |anomalies: Vec<Anomaly>, detector: &Detector| {
+            let candidates = detector.rank(&anomalies);
+            Assessment {
+                time_ms: 10_000,
+                anomalies,
+                candidates,
+                verdict: None,
+                opened: false,
+                resolved: false,
+            }
+        };
+        let first = assessment(
+            vec![slow("b1"), slow("b2"), restarted("b1"), restarted("b2")],
+            &detector,
+        );
+        let verdict = detector.verdict(&first, "cold_start".to_string());
+        let mut named = verdict.instances.clone();
+        named.sort();
+        assert_eq!(named, ["b1", "b2"]);
+        detector.open = Some(verdict);
+        // Rounds later: still slow, no restart anomaly any more.
+        let later = assessment(vec![slow("b1"), slow("b2")], &detector);
+        let verdict = detector.verdict(&later, "cold_start".to_string());
+        let mut named = verdict.instances.clone();
+        named.sort();
+        assert_eq!(named, ["b1", "b2"], "{verdict:?}");
+        let mut hosts = verdict.hosts.clone();
+        hosts.sort();
+        assert_eq!(hosts, ["h1", "h2"]);
+        // Without an open verdict to go on, the leader is named rather than nobody.
+        detector.open = None;
+        let verdict = detector.verdict(&later, "cold_start".to_string());
+        assert_eq!(verdict.instances.len(), 1, "{verdict:?}");
+        assert_eq!(verdict.hosts.len(), 1, "{verdict:?}");
     }
 }

@@ -7,7 +7,8 @@
 
 use std::fmt::Write;
 
-use crate::model::{Fleet, Service, State, API_BUCKETS, BACKEND_BUCKETS};
+use crate::model::{Fleet, State, API_BUCKETS, BACKEND_BUCKETS};
+use crate::topology::{fnv1a, Service};
 
 /// Commons-pool2 `factoryType` of Lettuce's pooled connections.
 const FACTORY_TYPE: &str =
@@ -117,8 +118,17 @@ fn number(value: f64) -> String {
     }
 }
 
+impl Fleet {
+    /// The exposition (Prometheus text format 0.0.4, samples stamped with the simulated
+    /// time) that instance `index` serves now. A dead Redis node's exporter still answers,
+    /// with `redis_up 0`, as redis_exporter does.
+    pub fn render(&self, index: usize) -> String {
+        render(self, index)
+    }
+}
+
 /// The exposition of instance `index` of `fleet` now.
-pub(crate) fn render(fleet: &Fleet, index: usize) -> String {
+fn render(fleet: &Fleet, index: usize) -> String {
     let mut out = Out {
         text: String::with_capacity(16 * 1024),
         timestamp_ms: fleet.now_ms(),
@@ -427,8 +437,7 @@ pub(crate) fn render(fleet: &Fleet, index: usize) -> String {
             out.family("redis_instance_info", "gauge", "Information about the Redis instance");
             let run_id = format!(
                 "{:040x}",
-                u128::from(epicenter_collector::scrape::fnv1a(instance.name.as_bytes())) << 32
-                    | u128::from(view.started_at as u32)
+                u128::from(fnv1a(instance.name.as_bytes())) << 32 | u128::from(view.started_at as u32)
             );
             out.sample(
                 "redis_instance_info",

@@ -2,12 +2,20 @@
 //! from load and faults (see [`model`]), served as real exporters on 127.0.0.1 (see
 //! [`serve`]), driven by scenario files (see [`scenario`], docs/scenarios.md), with the ground
 //! truth of every injected fault (see [`truth`]).
+//!
+//! **Enters:** a scenario (YAML: the fleet's shape, faults, planned operations, speed) and a
+//! start time. **Leaves:** expositions as the real exporters print them, one simulated second
+//! at a time ([`Fleet::step`], [`Fleet::render`]), served on loopback ports, and the ground
+//! truth. **Never:** knows about the collector, the store or the detector: it is judged, not
+//! judging; the same seed gives the same fleet.
 
 pub(crate) mod expose;
 pub mod model;
 pub mod scenario;
 pub mod serve;
+pub mod topology;
 pub mod truth;
 
-pub use model::{Fleet, Instance, Service};
+pub use model::Fleet;
 pub use scenario::Scenario;
+pub use topology::{Instance, Service};

@@ -26,6 +26,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::scenario::{FaultKind, Scenario};
+pub use crate::topology::{Instance, Service};
 
 /// Commons-pool2 `maxWait`: how long a borrower waits for a connection, seconds.
 const MAX_WAIT_SECONDS: f64 = 0.5;
@@ -45,53 +46,6 @@ const BACKEND_WORK_SECONDS: f64 = 0.012;
 const DB_CONNECTION_TIMEOUT_SECONDS: f64 = 1.0;
 /// Fraction of pooled connections the evictor replaces per second (baseline churn).
 const EVICTION_PER_SECOND: f64 = 0.002;
-
-/// A service kind of the simulated fleet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Service {
-    /// Public API tier.
-    Api,
-    /// JVM backend.
-    Backend,
-    /// Redis node.
-    Redis,
-    /// Database (one per datacenter), behind the backend's HikariCP pool.
-    Db,
-    /// Session gateway (BEAM): holds client sessions.
-    Gateway,
-    /// Voice-state service (BEAM): one supervisor per datacenter takes every session start.
-    Voice,
-    /// Media server: the voice-state service's RPC peer.
-    Media,
-}
-
-impl Service {
-    /// The `service` label value.
-    pub fn name(self) -> &'static str {
-        match self {
-            Service::Api => "api",
-            Service::Backend => "backend",
-            Service::Redis => "redis",
-            Service::Db => "db",
-            Service::Gateway => "gateway",
-            Service::Voice => "voice",
-            Service::Media => "media",
-        }
-    }
-}
-
-/// One instance: where it runs and what it is.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Instance {
-    /// Instance name, `<service>-<dc number>-<n>` (`redis-2-1`).
-    pub name: String,
-    /// Its service.
-    pub service: Service,
-    /// Datacenter (`dc-2`).
-    pub dc: String,
-    /// Host (`dc-2-host-3`).
-    pub host: String,
-}
 
 /// Per backend instance, per Redis node: the client pool.
 #[derive(Debug, Clone, Default)]
@@ -247,28 +201,7 @@ impl Fleet {
     /// the epoch).
     pub fn new(scenario: &Scenario, start_ms: i64) -> Fleet {
         let shape = &scenario.fleet;
-        let mut instances = Vec::new();
-        for (service, per_dc, offset) in [
-            (Service::Api, shape.api.instances_per_datacenter, 0),
-            (Service::Backend, shape.backend.instances_per_datacenter, 1),
-            (Service::Redis, shape.redis.nodes_per_datacenter, 2),
-            (Service::Db, 1, 3),
-            (Service::Gateway, shape.beam.gateways_per_datacenter, 0),
-            (Service::Voice, 1, 1),
-            (Service::Media, shape.beam.media_per_datacenter, 2),
-        ] {
-            for dc in 1..=shape.datacenters {
-                for number in 1..=per_dc {
-                    let host = (number - 1 + offset) % shape.hosts_per_datacenter + 1;
-                    instances.push(Instance {
-                        name: format!("{}-{dc}-{number}", service.name()),
-                        service,
-                        dc: format!("dc-{dc}"),
-                        host: format!("dc-{dc}-host-{host}"),
-                    });
-                }
-            }
-        }
+        let instances = shape.layout();
         let of = |service: Service| -> Vec<usize> {
             instances
                 .iter()
@@ -415,23 +348,7 @@ impl Fleet {
 
     /// Instances `selector` picks, `default_service` unless it names one (`network`: any).
     pub fn select_by(&self, selector: &crate::scenario::Selector, default_service: &str) -> Vec<usize> {
-        let service = selector.service.as_deref().unwrap_or(default_service);
-        let mut picked: Vec<usize> = self
-            .instances
-            .iter()
-            .enumerate()
-            .filter(|(_, instance)| {
-                (service == "network" || instance.service.name() == service)
-                    && selector.dc.as_ref().is_none_or(|dc| &instance.dc == dc)
-                    && selector.host.as_ref().is_none_or(|host| &instance.host == host)
-                    && selector.instance.as_ref().is_none_or(|name| &instance.name == name)
-            })
-            .map(|(index, _)| index)
-            .collect();
-        if let Some(count) = selector.count {
-            picked.truncate(count);
-        }
-        picked
+        selector.pick(&self.instances, default_service)
     }
 
     /// Advances the fleet by one simulated second.
@@ -939,13 +856,6 @@ impl Fleet {
         }
     }
 
-    /// The exposition (Prometheus text format 0.0.4, samples stamped with the simulated
-    /// time) that instance `index` serves now. A dead Redis node's exporter still answers,
-    /// with `redis_up 0`, as redis_exporter does.
-    pub fn render(&self, index: usize) -> String {
-        crate::expose::render(self, index)
-    }
-
     pub(crate) fn instance_state(&self, index: usize) -> State<'_> {
         if let Some((_, api)) = self.api.iter().find(|(at, _)| *at == index) {
             return State::Api(api);
@@ -1025,7 +935,7 @@ pub struct Headline {
     pub db_pending: f64,
 }
 
-/// What [`crate::expose`] reads of an instance.
+/// What the exporters (`expose`) read of an instance.
 pub(crate) enum State<'a> {
     Api(&'a Api),
     Backend(&'a Backend),
@@ -1208,7 +1118,7 @@ pub fn ring_shares(names: &[String], live: &[bool]) -> Vec<f64> {
             continue;
         }
         for replica in 0..160 {
-            let point = epicenter_collector::scrape::fnv1a(format!("{name}-{replica}").as_bytes());
+            let point = crate::topology::fnv1a(format!("{name}-{replica}").as_bytes());
             points.push((point, node));
         }
     }

@@ -7,8 +7,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use epicenter_collector::config::PromDuration;
+use epicenter_config::PromDuration;
 use serde::Deserialize;
+
+use crate::topology::{Instance, Service};
 
 /// A whole scenario file.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -86,6 +88,37 @@ pub struct FleetShape {
     /// The BEAM session path: gateways, the voice-state service and media servers.
     #[serde(default)]
     pub beam: BeamShape,
+}
+
+impl FleetShape {
+    /// Every instance of this shape, API first, then backend, Redis, database, gateway,
+    /// voice and media, each by datacenter and number: `<service>-<dc>-<n>` on host
+    /// `dc-<dc>-host-<h>`, each service starting on its own host so services spread.
+    pub fn layout(&self) -> Vec<Instance> {
+        let mut instances = Vec::new();
+        for (service, per_dc, offset) in [
+            (Service::Api, self.api.instances_per_datacenter, 0),
+            (Service::Backend, self.backend.instances_per_datacenter, 1),
+            (Service::Redis, self.redis.nodes_per_datacenter, 2),
+            (Service::Db, 1, 3),
+            (Service::Gateway, self.beam.gateways_per_datacenter, 0),
+            (Service::Voice, 1, 1),
+            (Service::Media, self.beam.media_per_datacenter, 2),
+        ] {
+            for dc in 1..=self.datacenters {
+                for number in 1..=per_dc {
+                    let host = (number - 1 + offset) % self.hosts_per_datacenter + 1;
+                    instances.push(Instance {
+                        name: format!("{}-{dc}-{number}", service.name()),
+                        service,
+                        dc: format!("dc-{dc}"),
+                        host: format!("dc-{dc}-host-{host}"),
+                    });
+                }
+            }
+        }
+        instances
+    }
 }
 
 impl Default for FleetShape {
@@ -451,6 +484,29 @@ pub struct Selector {
     pub count: Option<usize>,
 }
 
+impl Selector {
+    /// Indices into `instances` this selector picks, of `default_service` unless it names
+    /// one (`network`: any service), at most `count` of them.
+    pub fn pick(&self, instances: &[Instance], default_service: &str) -> Vec<usize> {
+        let service = self.service.as_deref().unwrap_or(default_service);
+        let mut picked: Vec<usize> = instances
+            .iter()
+            .enumerate()
+            .filter(|(_, instance)| {
+                (service == "network" || instance.service.name() == service)
+                    && self.dc.as_ref().is_none_or(|dc| &instance.dc == dc)
+                    && self.host.as_ref().is_none_or(|host| &instance.host == host)
+                    && self.instance.as_ref().is_none_or(|name| &instance.name == name)
+            })
+            .map(|(index, _)| index)
+            .collect();
+        if let Some(count) = self.count {
+            picked.truncate(count);
+        }
+        picked
+    }
+}
+
 /// A scenario that cannot be used, with the key path or file it concerns.
 #[derive(Debug, thiserror::Error)]
 #[error("{path}: {message}")]
@@ -525,9 +581,9 @@ impl Scenario {
     /// Checks what needs the fleet's topology: every fault and operation selects at least one
     /// instance. Errors name the selector's path.
     pub fn check_selections(&self) -> Result<(), ScenarioError> {
-        let fleet = crate::model::Fleet::new(self, 0);
+        let instances = self.fleet.layout();
         for (index, fault) in self.faults.iter().enumerate() {
-            if fleet.select(fault).is_empty() {
+            if fault.select.pick(&instances, fault.kind.service()).is_empty() {
                 return Err(ScenarioError {
                     path: format!("faults[{index}].select"),
                     message: format!(
@@ -539,7 +595,7 @@ impl Scenario {
             }
         }
         for (index, operation) in self.operations.iter().enumerate() {
-            if fleet.select_by(&operation.select, "backend").is_empty() {
+            if operation.select.pick(&instances, "backend").is_empty() {
                 return Err(ScenarioError {
                     path: format!("operations[{index}].select"),
                     message: "selects no backend instance in this fleet".to_string(),

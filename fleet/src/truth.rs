@@ -44,7 +44,7 @@ pub fn ground_truth(fleet: &Fleet) -> Vec<Truth> {
                         .iter()
                         .enumerate()
                         .filter(|(_, instance)| {
-                            instance.service == crate::model::Service::Voice && dcs.contains(&instance.dc)
+                            instance.service == crate::topology::Service::Voice && dcs.contains(&instance.dc)
                         })
                         .map(|(index, _)| index),
                 );

@@ -7,7 +7,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,7 +28,7 @@ pub(crate) fn find(binary: &str) -> Option<PathBuf> {
 /// CI a missing one fails the test (scripts/test installs them).
 pub(crate) fn require(binaries: &[&str]) -> Option<Vec<PathBuf>> {
     let found: Vec<Option<PathBuf>> = binaries.iter().map(|binary| find(binary)).collect();
-    let chdb = epicenter_collector::store::library_path().exists();
+    let chdb = epicenter_store::library_path().exists();
     if found.iter().any(Option::is_none) || !chdb {
         let missing: Vec<&str> = binaries
             .iter()
@@ -45,6 +45,29 @@ pub(crate) fn require(binaries: &[&str]) -> Option<Vec<PathBuf>> {
         return None;
     }
     Some(found.into_iter().flatten().collect())
+}
+
+/// The workload generator `epicenter-loadgen` (real/loadgen), built next to `epicenter`:
+/// `cargo test --workspace` builds it (its own tests run it) and so does scripts/test. A
+/// missing binary, or one older than its sources, fails with the command that builds it.
+pub(crate) fn loadgen() -> PathBuf {
+    let binary = Path::new(env!("CARGO_BIN_EXE_epicenter")).with_file_name("epicenter-loadgen");
+    let rebuild = "build it with `cargo build -p epicenter-loadgen` (scripts/test does)";
+    let built = std::fs::metadata(&binary)
+        .and_then(|metadata| metadata.modified())
+        .unwrap_or_else(|error| panic!("{}: {error}: {rebuild}", binary.display()));
+    let sources = Path::new(env!("CARGO_MANIFEST_DIR")).join("real/loadgen/src");
+    for entry in std::fs::read_dir(&sources).unwrap() {
+        let source = entry.unwrap().path();
+        let changed = std::fs::metadata(&source).unwrap().modified().unwrap();
+        assert!(
+            changed <= built,
+            "{} is older than {}: {rebuild}",
+            binary.display(),
+            source.display()
+        );
+    }
+    binary
 }
 
 /// A port nothing listens on now.

@@ -5,8 +5,10 @@
 
 use std::time::Duration;
 
-use super::{schema, Table};
-use crate::config::{ClickHouseConfig, Secret};
+use epicenter_config::Secret;
+
+use crate::config::ClickHouseConfig;
+use crate::schema::{self, Table};
 
 /// A ClickHouse server holding epicenter's tables in one database.
 #[derive(Clone)]

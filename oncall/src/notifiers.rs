@@ -16,48 +16,31 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use epicenter_collector::config::{NotifierConfig, NotifierKind};
-use epicenter_detector::Verdict;
+use epicenter_detector::{Verdict, VerdictEvent};
+
+use crate::config::{NotifierConfig, NotifierKind};
 use rand::Rng;
 use tokio::sync::{mpsc, watch};
 
-/// One verdict event for the notifiers.
-#[derive(Debug, Clone)]
-pub(crate) struct Event {
-    /// `opened`, `updated` or `resolved`.
-    pub(crate) state: String,
-    /// The verdict.
-    pub(crate) verdict: Verdict,
-}
-
 /// Delivery counters of one notifier.
 #[derive(Debug, Default)]
-pub(crate) struct NotifierStats {
+pub struct NotifierStats {
     /// Requests that succeeded.
-    pub(crate) sent: AtomicU64,
+    pub sent: AtomicU64,
     /// Events given up after 10 minutes of failures, or refused with a 4xx.
-    pub(crate) failed: AtomicU64,
+    pub failed: AtomicU64,
     /// Events dropped because the queue was full.
-    pub(crate) dropped: AtomicU64,
+    pub dropped: AtomicU64,
 }
 
 /// The running notifiers.
-pub(crate) struct Notifiers {
-    queues: Vec<(NotifierConfig, mpsc::Sender<Event>, Arc<NotifierStats>)>,
-}
-
-/// Id of a verdict: when it opened and what it first named.
-pub(crate) fn verdict_id(verdict: &Verdict) -> String {
-    format!(
-        "{}-{}",
-        verdict.opened_ms,
-        verdict.instances.first().map_or("", String::as_str)
-    )
+pub struct Notifiers {
+    queues: Vec<(NotifierConfig, mpsc::Sender<VerdictEvent>, Arc<NotifierStats>)>,
 }
 
 impl Notifiers {
     /// Starts one task per configured notifier.
-    pub(crate) fn start(configs: &[NotifierConfig], shutdown: watch::Receiver<bool>) -> Notifiers {
+    pub fn start(configs: &[NotifierConfig], shutdown: watch::Receiver<bool>) -> Notifiers {
         let client = reqwest::Client::builder()
             .user_agent(concat!("epicenter/", env!("CARGO_PKG_VERSION")))
             .use_rustls_tls()
@@ -82,7 +65,7 @@ impl Notifiers {
     }
 
     /// Hands an event to every notifier whose filter matches; never waits.
-    pub(crate) fn notify(&self, event: &Event) {
+    pub fn notify(&self, event: &VerdictEvent) {
         for (config, queue, stats) in &self.queues {
             if !matches(config, &event.verdict) {
                 continue;
@@ -95,7 +78,7 @@ impl Notifiers {
     }
 
     /// Per notifier: name, kind, url and delivery counters.
-    pub(crate) fn status(&self) -> Vec<serde_json::Value> {
+    pub fn status(&self) -> Vec<serde_json::Value> {
         self.queues
             .iter()
             .map(|(config, _, stats)| {
@@ -113,7 +96,7 @@ impl Notifiers {
 }
 
 /// Whether `verdict` passes the notifier's routing filter.
-pub(crate) fn matches(config: &NotifierConfig, verdict: &Verdict) -> bool {
+pub fn matches(config: &NotifierConfig, verdict: &Verdict) -> bool {
     (config.kinds.is_empty() || config.kinds.contains(&verdict.kind))
         && (config.dcs.is_empty() || config.dcs.contains(&verdict.dc))
         && (config.services.is_empty() || config.services.contains(&verdict.service))
@@ -127,7 +110,7 @@ fn rfc3339(time: SystemTime) -> String {
 /// The one-line answer: the kind, then where (instances, service, hosts, datacenter), how many
 /// callers' evidence points at it, and the confidence, e.g. `node loss: redis-2-1 (service
 /// redis on dc-2-redis-1, dc-2); 11 callers point at it; confidence 0.93`.
-pub(crate) fn summary(verdict: &Verdict) -> String {
+pub fn summary(verdict: &Verdict) -> String {
     let callers = verdict
         .evidence
         .iter()
@@ -153,7 +136,7 @@ pub(crate) fn summary(verdict: &Verdict) -> String {
 }
 
 /// The Alertmanager v2 body for one verdict.
-pub(crate) fn alertmanager_body(verdict: &Verdict, resolved: bool, resend: Duration) -> serde_json::Value {
+pub fn alertmanager_body(verdict: &Verdict, resolved: bool, resend: Duration) -> serde_json::Value {
     let now = SystemTime::now();
     let starts = SystemTime::UNIX_EPOCH + Duration::from_millis(verdict.opened_ms.max(0) as u64);
     let starts = starts.min(now);
@@ -185,7 +168,7 @@ pub(crate) fn alertmanager_body(verdict: &Verdict, resolved: bool, resend: Durat
         "annotations": {
             "summary": summary(verdict),
             "description": format!("evidence: {}", evidence.join("; ")),
-            "verdict_id": verdict_id(verdict),
+            "verdict_id": verdict.id(),
         },
         "startsAt": rfc3339(starts),
         "endsAt": rfc3339(ends),
@@ -196,7 +179,7 @@ pub(crate) fn alertmanager_body(verdict: &Verdict, resolved: bool, resend: Durat
 async fn run(
     config: NotifierConfig,
     client: reqwest::Client,
-    mut inbox: mpsc::Receiver<Event>,
+    mut inbox: mpsc::Receiver<VerdictEvent>,
     stats: Arc<NotifierStats>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -208,7 +191,7 @@ async fn run(
         tokio::select! {
             event = inbox.recv() => {
                 let Some(event) = event else { return };
-                let id = verdict_id(&event.verdict);
+                let id = event.verdict.id();
                 if last_state.get(&id) == Some(&event.state) && event.state != "updated" {
                     continue;
                 }
@@ -306,7 +289,7 @@ const GIVE_UP_AFTER: Duration = Duration::from_secs(600);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use epicenter_collector::config::PromDuration;
+    use epicenter_config::PromDuration;
 
     fn verdict(kind: &str, dc: &str, confidence: f64) -> Verdict {
         Verdict {
@@ -343,7 +326,7 @@ mod tests {
         assert!(matches(&config(&[], 0.0), &loss));
         assert!(!matches(&config(&["cold_start"], 0.0), &loss));
         assert!(!matches(&config(&[], 0.9), &loss));
-        assert_eq!(verdict_id(&loss), "2000-redis-2-1");
+        assert_eq!(loss.id(), "2000-redis-2-1");
         let body = alertmanager_body(&loss, true, Duration::from_secs(60));
         let alert = &body[0];
         assert_eq!(alert["labels"]["alertname"], "EpicenterRootCause");

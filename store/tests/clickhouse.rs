@@ -1,5 +1,5 @@
 //! The ClickHouse server sink (official `clickhouse` crate, LZ4 inserts) against the
-//! ClickHouse HTTP interface served over the real embedded engine (`store::http`): schema,
+//! ClickHouse HTTP interface served over the real embedded engine (`http`): schema,
 //! inserts, queries and errors go over HTTP exactly as they would to a server.
 //!
 //! Needs `libchdb.so` (`scripts/setup`); skipped without it except in CI.
@@ -9,11 +9,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use epicenter_collector::batch::{run_writer, Sink, WriterStats};
-use epicenter_collector::config::{BatchingConfig, ClickHouseConfig, PlacementConfig};
-use epicenter_collector::scrape::{Placement, SampleRow, ScrapeOutcome, ScrapeReport, Series};
-use epicenter_collector::store::clickhouse::ClickHouseStore;
-use epicenter_collector::store::{http, library_path, EmbeddedStore, Table};
+use epicenter_store::clickhouse::ClickHouseStore;
+use epicenter_store::config::{BatchingConfig, ClickHouseConfig, PlacementConfig};
+use epicenter_store::rows::{Placement, SampleRow, ScrapeOutcome, ScrapeReport, Series};
+use epicenter_store::writer::{run_writer, Sink, WriterStats};
+use epicenter_store::{http, library_path, EmbeddedStore, Table};
 use tokio::sync::mpsc;
 
 fn library_available() -> bool {

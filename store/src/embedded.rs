@@ -1,24 +1,19 @@
-//! Storage: epicenter's tables in the embedded chDB engine (default) or, next, a ClickHouse
-//! server, with the same DDL and SQL for both (`../shared/DESIGN.md`, Storage).
+//! The embedded store: epicenter's tables in the chDB engine (ClickHouse as a library), the
+//! default when no server is configured, with the same DDL and SQL as a ClickHouse server
+//! (`../shared/DESIGN.md`, Storage).
 //!
 //! [`EmbeddedStore`] wraps one chDB connection behind a mutex (chDB runs one statement per
 //! connection at a time) and is what `epicenter run` and `epicenter sql` use when
 //! `storage.clickhouse` is not configured. Calls block: async callers go through
 //! `tokio::task::spawn_blocking`.
 
-pub mod chdb;
-pub mod clickhouse;
-pub mod http;
-pub mod rowbinary;
-pub mod schema;
-
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-pub use chdb::{exit_now, library_path, Chdb, ChdbError, CHDB_VERSION};
-
-use crate::scrape::{SampleRow, ScrapeReport};
+use crate::chdb::{library_path, Chdb, ChdbError};
+use crate::rows::{self, SampleRow, ScrapeReport};
+use crate::schema::{self, Table};
 
 /// The embedded store: chDB on a data directory, holding one database.
 #[derive(Debug)]
@@ -85,14 +80,14 @@ impl EmbeddedStore {
     /// per-minute rollup's rows included).
     pub fn write_samples(&self, rows: &[SampleRow]) -> Result<u64, ChdbError> {
         let mut data = Vec::with_capacity(rows.len() * 128);
-        rowbinary::encode_samples(rows, &mut data);
+        rows::encode_samples(rows, &mut data);
         self.insert_encoded(Table::Samples, &data)
     }
 
     /// Writes scrape reports to `scrapes`.
     pub fn write_scrapes(&self, reports: &[ScrapeReport]) -> Result<u64, ChdbError> {
         let mut data = Vec::with_capacity(reports.len() * 96);
-        rowbinary::encode_scrapes(reports, &mut data);
+        rows::encode_scrapes(reports, &mut data);
         self.insert_encoded(Table::Scrapes, &data)
     }
 
@@ -104,33 +99,6 @@ impl EmbeddedStore {
         }
         let insert = format!("INSERT INTO {}.{} ({})", self.database, table.name(), table.columns());
         self.with_chdb(|chdb| chdb.insert(&insert, "RowBinary", data))
-    }
-}
-
-/// A table the batcher writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Table {
-    /// `samples`: one row per sample.
-    Samples,
-    /// `scrapes`: one row per scrape.
-    Scrapes,
-}
-
-impl Table {
-    /// The table's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Table::Samples => "samples",
-            Table::Scrapes => "scrapes",
-        }
-    }
-
-    /// Its columns in the order [`rowbinary`] encodes them.
-    pub fn columns(self) -> &'static str {
-        match self {
-            Table::Samples => schema::SAMPLE_COLUMNS,
-            Table::Scrapes => schema::SCRAPE_COLUMNS,
-        }
     }
 }
 

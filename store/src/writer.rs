@@ -17,10 +17,11 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::clickhouse::ClickHouseStore;
 use crate::config::BatchingConfig;
-use crate::scrape::ScrapeOutcome;
-use crate::store::clickhouse::ClickHouseStore;
-use crate::store::{rowbinary, EmbeddedStore, Table};
+use crate::embedded::EmbeddedStore;
+use crate::rows::{self, ScrapeOutcome};
+use crate::schema::Table;
 
 /// Where finished batches go: the embedded store, a ClickHouse server, and next the spool.
 pub trait Sink: Send + Sync + 'static {
@@ -87,9 +88,9 @@ struct Batch {
 
 impl Batch {
     fn add(&mut self, outcome: &ScrapeOutcome) {
-        rowbinary::encode_samples(&outcome.rows, &mut self.samples);
+        rows::encode_samples(&outcome.rows, &mut self.samples);
         self.sample_rows += outcome.rows.len() as u64;
-        rowbinary::encode_scrapes(std::slice::from_ref(&outcome.report), &mut self.scrapes);
+        rows::encode_scrapes(std::slice::from_ref(&outcome.report), &mut self.scrapes);
         self.scrape_rows += 1;
         self.oldest.get_or_insert_with(Instant::now);
     }
@@ -191,8 +192,9 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::config::{ByteSize, PromDuration};
-    use crate::scrape::{Placement, ScrapeReport};
+    use epicenter_config::{ByteSize, PromDuration};
+
+    use crate::rows::{Placement, SampleRow, ScrapeReport, Series};
 
     /// Records what it is given; fails the first `failures` writes.
     #[derive(Default)]
@@ -216,8 +218,8 @@ mod tests {
     }
 
     fn outcome(rows: usize) -> ScrapeOutcome {
-        let series = crate::scrape::Series::new("up".into(), Default::default(), &Default::default());
-        let row = crate::scrape::SampleRow {
+        let series = Series::new("up".into(), Default::default(), &Default::default());
+        let row = SampleRow {
             timestamp_ms: 1,
             value: 1.0,
             series: Arc::new(series),

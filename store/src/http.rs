@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use axum::Router;
 
-use super::EmbeddedStore;
+use crate::embedded::EmbeddedStore;
 
 /// Largest request body accepted: one insert batch (the writer's `max_bytes` is 256 MiB by
 /// default; compressed it is smaller).

@@ -1,4 +1,4 @@
-//! `epicenter eval --dataset petshop DIR`: the PetShop root-cause dataset (Amazon Science,
+//! The PetShop dataset adapter (`epicenter eval --dataset petshop DIR`): the PetShop root-cause dataset (Amazon Science,
 //! CC-BY-4.0; arXiv 2311.04806) scored the way its paper does: top-1 and top-3 recall of the
 //! root-cause component, per traffic setting and per metric of the issue, beside the reference
 //! figures the dataset's repository publishes ([`REFERENCE`]).
@@ -417,25 +417,29 @@ fn family(setting: &str) -> &str {
 
 /// Results for one setting (or setting family, for `split` "all") and issue metric.
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct PetshopRow {
+pub struct PetshopRow {
     /// A setting folder, or a family pooling settings (`temporal_traffic`) when `split` is "all".
-    pub(crate) setting: String,
+    pub setting: String,
     /// `train`, `test`, or `all` (every split present, pooled the way the reference is).
-    pub(crate) split: String,
-    pub(crate) metric: String,
-    pub(crate) issues: usize,
-    pub(crate) top1: f64,
-    pub(crate) top3: f64,
+    pub split: String,
+    /// The issue metric: `latency` or `availability`.
+    pub metric: String,
+    /// Issues scored.
+    pub issues: usize,
+    /// Top-1 recall of the root-cause component, 0..1.
+    pub top1: f64,
+    /// Top-3 recall, 0..1.
+    pub top3: f64,
     /// The reference's top-1 for this setting family and metric ([`REFERENCE`]).
-    pub(crate) paper_top1: Option<f64>,
+    pub paper_top1: Option<f64>,
     /// The reference's top-3.
-    pub(crate) paper_top3: Option<f64>,
+    pub paper_top3: Option<f64>,
 }
 
 /// Scores every issue under `dir/<setting>/{train,test}/issue_*`: one row per setting, split
 /// and issue metric, then one per setting family and metric over every split present ("all"),
 /// pooled like the reference. Errors name the file that could not be read or parsed.
-pub(crate) fn evaluate(dir: &Path) -> Result<Vec<PetshopRow>, String> {
+pub fn evaluate(dir: &Path) -> Result<Vec<PetshopRow>, String> {
     let mut rows = Vec::new();
     let mut settings: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|error| format!("{}: {error}", dir.display()))?

@@ -132,9 +132,49 @@ pub fn statements(database: &str, retention: Duration) -> Vec<String> {
     ]
 }
 
-/// Columns of `samples` in the order [`super::rowbinary::encode_samples`] writes them.
+/// Columns of `samples` in the order [`crate::rows::encode_samples`] writes them.
 pub const SAMPLE_COLUMNS: &str = "time, metric, job, instance, dc, host, service, labels, value, series_id";
 
-/// Columns of `scrapes` in the order [`super::rowbinary::encode_scrapes`] writes them.
+/// Columns of `scrapes` in the order [`crate::rows::encode_scrapes`] writes them.
 pub const SCRAPE_COLUMNS: &str =
     "time, job, instance, dc, host, service, up, duration_seconds, samples_scraped, samples_post_metric_relabeling, series_added, error";
+
+/// A table the batcher writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Table {
+    /// `samples`: one row per sample.
+    Samples,
+    /// `scrapes`: one row per scrape.
+    Scrapes,
+}
+
+impl Table {
+    /// The table's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Samples => "samples",
+            Table::Scrapes => "scrapes",
+        }
+    }
+
+    /// Its columns in the order [`crate::rowbinary`] encodes them.
+    pub fn columns(self) -> &'static str {
+        match self {
+            Table::Samples => SAMPLE_COLUMNS,
+            Table::Scrapes => SCRAPE_COLUMNS,
+        }
+    }
+}
+
+/// `ground_truth`: what a simulated run injected, created by `epicenter demo` when missing
+/// (docs/schema.md, `ground_truth`). Not part of [`statements`]: only demo stores hold it.
+pub const GROUND_TRUTH: &str = "CREATE TABLE IF NOT EXISTS ground_truth (
+            scenario LowCardinality(String),
+            kind LowCardinality(String),
+            service LowCardinality(String),
+            dcs Array(String),
+            hosts Array(String),
+            instances Array(String),
+            onset DateTime64(3, 'UTC'),
+            end Nullable(DateTime64(3, 'UTC'))
+        ) ENGINE = MergeTree ORDER BY (onset, scenario)";

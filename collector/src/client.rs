@@ -1,0 +1,96 @@
+//! The HTTP client of a scrape job: reqwest with rustls, gzip and connection reuse, built from
+//! the job's `tls_config` (Prometheus `<tls_config>`), and plain-words descriptions of the
+//! request and TLS failures people meet most.
+
+use epicenter_config::TlsConfig;
+
+/// A client for a job with `tls_config`: `ca_file` is trusted besides the system's roots,
+/// `cert_file` + `key_file` are presented to servers that ask, and `insecure_skip_verify`
+/// accepts any certificate. Errors name the file that cannot be read or parsed (`ca_file
+/// '/etc/ca.pem': no PEM certificate in it`). Reads the PEM files.
+pub fn http_client(tls: Option<&TlsConfig>) -> Result<reqwest::Client, String> {
+    let mut builder = reqwest::Client::builder()
+        .user_agent(concat!("epicenter/", env!("CARGO_PKG_VERSION")))
+        .gzip(true)
+        .use_rustls_tls();
+    if let Some(tls) = tls {
+        let read = |key: &str, path: &std::path::Path| {
+            std::fs::read(path).map_err(|error| format!("{key} '{}': {error}", path.display()))
+        };
+        if let Some(path) = &tls.ca_file {
+            let pem = read("ca_file", path)?;
+            let certificates = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|error| format!("ca_file '{}': {error}", path.display()))?;
+            if certificates.is_empty() {
+                return Err(format!("ca_file '{}': no PEM certificate in it", path.display()));
+            }
+            for certificate in certificates {
+                builder = builder.add_root_certificate(certificate);
+            }
+        }
+        if let (Some(cert), Some(key)) = (&tls.cert_file, &tls.key_file) {
+            let mut pem = read("cert_file", cert)?;
+            pem.push(b'\n');
+            pem.extend(read("key_file", key)?);
+            let identity = reqwest::Identity::from_pem(&pem).map_err(|error| {
+                    format!(
+                        "cert_file '{}' / key_file '{}': {} (cert_file must hold the PEM certificate, key_file its PEM private key)",
+                        cert.display(),
+                        key.display(),
+                        describe_request_error(&error)
+                    )
+                })?;
+            builder = builder.identity(identity);
+        }
+        if tls.insecure_skip_verify {
+            builder = builder.danger_accept_invalid_certs(true);
+        }
+    }
+    builder.build().map_err(|error| describe_request_error(&error))
+}
+
+/// reqwest's error with its causes, e.g. `error sending request: … Connection refused`, and
+/// a plain-words hint for the TLS failures people meet most.
+pub fn describe_request_error(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    if let Some(hint) = tls_hint(&text) {
+        text.push_str(" (");
+        text.push_str(hint);
+        text.push(')');
+    }
+    text
+}
+
+/// What a rustls failure means for the person configuring the scrape.
+fn tls_hint(text: &str) -> Option<&'static str> {
+    let hints = [
+        (
+            "CaUsedAsEndEntity",
+            "the server's certificate is itself a CA certificate (basicConstraints CA:TRUE, as `openssl req -x509` makes by default); serve a leaf certificate signed by a CA and put that CA in tls_config.ca_file (docs/configuration.md shows how), or set tls_config.insecure_skip_verify",
+        ),
+        (
+            "UnknownIssuer",
+            "the server's certificate is not signed by a trusted CA: put its CA in tls_config.ca_file",
+        ),
+        (
+            "InvalidContentType",
+            "the server did not answer with TLS: is it plain http? (scheme: http)",
+        ),
+        (
+            "NotValidForName",
+            "the certificate does not name the address scraped: scrape a name its subjectAltName lists",
+        ),
+        ("not valid for name", "the certificate does not name the address scraped: scrape a name its subjectAltName lists"),
+        ("Expired", "the server's certificate has expired"),
+    ];
+    hints
+        .iter()
+        .find(|(token, _)| text.contains(token))
+        .map(|(_, hint)| *hint)
+}

@@ -1,0 +1,126 @@
+//! The `--json` form of a parsed exposition (`epicenter check metrics --json`), written as it
+//! goes so memory stays proportional to the parsed body:
+//! `{"format", "families": [{"name", "type", "unit", "help", "samples": [{"name", "labels",
+//! "value", "timestamp", "exemplar"}]}], "warnings": [{"line", "column", "rule", "message"}],
+//! "warnings_dropped"}`. Timestamps are in seconds; non-finite values are the strings "NaN",
+//! "+Inf" and "-Inf".
+
+use std::io::Write;
+
+use super::model::{Exposition, LabelRange};
+
+/// Writes a JSON string (quoted and escaped).
+fn json_string(out: &mut impl Write, text: &str) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, text).map_err(std::io::Error::other)
+}
+
+/// Writes a number: finite values as JSON numbers, the others as "NaN", "+Inf", "-Inf".
+fn json_number(out: &mut impl Write, value: f64) -> std::io::Result<()> {
+    if value.is_nan() {
+        out.write_all(b"\"NaN\"")
+    } else if value == f64::INFINITY {
+        out.write_all(b"\"+Inf\"")
+    } else if value == f64::NEG_INFINITY {
+        out.write_all(b"\"-Inf\"")
+    } else {
+        serde_json::to_writer(&mut *out, &value).map_err(std::io::Error::other)
+    }
+}
+
+fn json_optional_number(out: &mut impl Write, value: Option<f64>) -> std::io::Result<()> {
+    match value {
+        Some(value) => json_number(out, value),
+        None => out.write_all(b"null"),
+    }
+}
+
+fn json_labels(out: &mut impl Write, exposition: &Exposition<'_>, range: LabelRange) -> std::io::Result<()> {
+    out.write_all(b"{")?;
+    for (index, label) in exposition.labels_in(range).iter().enumerate() {
+        if index > 0 {
+            out.write_all(b",")?;
+        }
+        json_string(out, &label.name)?;
+        out.write_all(b":")?;
+        json_string(out, &label.value)?;
+    }
+    out.write_all(b"}")
+}
+
+/// Writes `"labels":{…},"value":…,"timestamp":…`: the fields samples and exemplars share.
+fn json_point(
+    out: &mut impl Write,
+    exposition: &Exposition<'_>,
+    labels: LabelRange,
+    value: f64,
+    timestamp: Option<f64>,
+) -> std::io::Result<()> {
+    out.write_all(b"\"labels\":")?;
+    json_labels(out, exposition, labels)?;
+    out.write_all(b",\"value\":")?;
+    json_number(out, value)?;
+    out.write_all(b",\"timestamp\":")?;
+    json_optional_number(out, timestamp)
+}
+
+/// Streams the `--json` document, one family at a time, so memory stays proportional to the
+/// parsed body rather than to a JSON tree:
+/// `{"format", "families": [{"name", "type", "unit", "help", "samples": [{"name", "labels",
+/// "value", "timestamp", "exemplar"}]}], "warnings": [{"line", "column", "rule", "message"}],
+/// "warnings_dropped"}`.
+pub fn write_json(exposition: &Exposition<'_>, out: &mut impl Write) -> std::io::Result<()> {
+    write!(out, "{{\"format\":\"{}\",\"families\":[", exposition.format.as_str())?;
+    for (family_index, family) in exposition.families.iter().enumerate() {
+        if family_index > 0 {
+            out.write_all(b",")?;
+        }
+        out.write_all(b"\n{\"name\":")?;
+        json_string(out, &family.name)?;
+        write!(out, ",\"type\":\"{}\",\"unit\":", family.metric_type.as_str())?;
+        match &family.unit {
+            Some(unit) => json_string(out, unit)?,
+            None => out.write_all(b"null")?,
+        }
+        out.write_all(b",\"help\":")?;
+        match &family.help {
+            Some(help) => json_string(out, help)?,
+            None => out.write_all(b"null")?,
+        }
+        out.write_all(b",\"samples\":[")?;
+        for (sample_index, sample) in exposition.samples_of(family).iter().enumerate() {
+            if sample_index > 0 {
+                out.write_all(b",")?;
+            }
+            out.write_all(b"\n {\"name\":")?;
+            json_string(out, &sample.name)?;
+            out.write_all(b",")?;
+            json_point(out, exposition, sample.labels, sample.value, sample.timestamp)?;
+            out.write_all(b",\"exemplar\":")?;
+            match &sample.exemplar {
+                Some(exemplar) => {
+                    out.write_all(b"{")?;
+                    json_point(out, exposition, exemplar.labels, exemplar.value, exemplar.timestamp)?;
+                    out.write_all(b"}")?;
+                }
+                None => out.write_all(b"null")?,
+            }
+            out.write_all(b"}")?;
+        }
+        out.write_all(b"]}")?;
+    }
+    out.write_all(b"],\n\"warnings\":[")?;
+    for (index, warning) in exposition.warnings.iter().enumerate() {
+        if index > 0 {
+            out.write_all(b",")?;
+        }
+        let rule = serde_json::to_string(&warning.rule).map_err(std::io::Error::other)?;
+        write!(
+            out,
+            "\n{{\"line\":{},\"column\":{},\"rule\":{rule},\"message\":",
+            warning.line, warning.column
+        )?;
+        json_string(out, &warning.message)?;
+        out.write_all(b"}")?;
+    }
+    writeln!(out, "],\"warnings_dropped\":{}}}", exposition.warnings_dropped)
+}

@@ -1,0 +1,105 @@
+//! One scrape job at run time: its targets (static, and from `file_sd_configs` as the files
+//! change) each scraped by its own task, the way Prometheus's scrape manager keeps one scrape
+//! pool per job and a loop per target.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use epicenter_store::rows::ScrapeOutcome;
+use tokio::sync::{mpsc, watch};
+
+use crate::config::{Job, StaticConfig};
+use crate::discovery::FileDiscovery;
+use crate::scrape::{run_target, ScrapeContext, Scraper};
+use crate::targets::{targets_for_groups, TargetRegistry};
+
+/// How often file_sd files are checked for changes (at most; `refresh_interval` if shorter).
+pub const FILE_SD_POLL: Duration = Duration::from_secs(5);
+
+/// Runs one job: its static targets, and the targets of its `file_sd_configs`, started and
+/// stopped as the files change (each in its own [`run_target`] task, registered in `health`
+/// for `/api/v1/targets`), every outcome sent to `sender`. A target file that cannot be read
+/// keeps its previous targets (logged as a warning). Returns after `shutdown` turns true, once
+/// every target task has ended.
+pub async fn run_job(
+    job: Arc<Job>,
+    scraper: Scraper,
+    context: Arc<ScrapeContext>,
+    sender: mpsc::Sender<ScrapeOutcome>,
+    mut shutdown: watch::Receiver<bool>,
+    health: Arc<TargetRegistry>,
+) {
+    let patterns: Vec<String> = job
+        .config
+        .file_sd_configs
+        .iter()
+        .flat_map(|file_sd| file_sd.files.iter().cloned())
+        .collect();
+    let poll_every = job
+        .config
+        .file_sd_configs
+        .iter()
+        .map(|file_sd| file_sd.refresh_interval.0)
+        .fold(FILE_SD_POLL, Duration::min);
+    let mut discovery = (!patterns.is_empty()).then(|| FileDiscovery::new(patterns));
+    let mut discovered: Vec<StaticConfig> = Vec::new();
+    let mut running: HashMap<u64, tokio::task::JoinHandle<()>> = HashMap::new();
+    let mut first = true;
+    loop {
+        let mut changed = first;
+        first = false;
+        if let Some(discovery) = discovery.as_mut() {
+            let (groups, errors) = discovery.poll();
+            for error in errors {
+                tracing::warn!(job = %job.config.job_name, %error, "file_sd: cannot read target file; keeping its previous targets");
+            }
+            if let Some(groups) = groups {
+                discovered = groups;
+                changed = true;
+            }
+        }
+        if changed {
+            let mut groups = job.config.static_configs.clone();
+            groups.extend(discovered.iter().cloned());
+            let (targets, dropped) = targets_for_groups(&job, &groups);
+            tracing::info!(job = %job.config.job_name, targets = targets.len(), dropped, interval = ?job.interval, "targets");
+            let current: HashSet<u64> = targets.iter().map(|target| target.identity).collect();
+            running.retain(|identity, handle| {
+                if current.contains(identity) {
+                    return true;
+                }
+                handle.abort();
+                health.remove(*identity);
+                false
+            });
+            for target in targets {
+                if running.contains_key(&target.identity) {
+                    continue;
+                }
+                health.add(&target);
+                let identity = target.identity;
+                let handle = tokio::spawn(run_target(
+                    target,
+                    job.clone(),
+                    scraper.clone(),
+                    context.clone(),
+                    sender.clone(),
+                    shutdown.clone(),
+                ));
+                running.insert(identity, handle);
+            }
+        }
+        if discovery.is_none() {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(poll_every) => {}
+            _ = shutdown.changed() => break,
+        }
+    }
+    drop(sender);
+    for (_, handle) in running {
+        let _ = handle.await;
+    }
+}

@@ -1,0 +1,261 @@
+//! Targets: a job's target groups (static or discovered) turned into what to scrape, through
+//! `relabel_configs` (Prometheus `scrape/target.go`, `PopulateLabels`), and the health of every
+//! target as scrapes report it (what Prometheus's `/api/v1/targets` shows).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, UNIX_EPOCH};
+
+use epicenter_store::rows::{fnv1a, Labels, ScrapeOutcome};
+use serde::Serialize;
+
+use crate::config::{check_target, Job, Scheme, StaticConfig};
+use crate::relabel::process;
+
+/// A target after relabeling: what to scrape and the labels its series get.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    /// The job's name.
+    pub job: String,
+    /// Full URL: scheme, address, path and query parameters.
+    pub url: String,
+    /// Labels attached to every series of the target (`job`, `instance`, static labels), with
+    /// `__`-prefixed labels removed.
+    pub labels: Labels,
+    /// A stable hash of job and labels: the schedule offset comes from it.
+    pub identity: u64,
+}
+
+impl Target {
+    /// The `instance` label.
+    pub fn instance(&self) -> &str {
+        self.labels.get("instance").map_or("", String::as_str)
+    }
+}
+
+/// Builds a job's targets from its static configs and `relabel_configs`. Returns the targets
+/// and how many relabeling dropped.
+pub fn targets_for_job(job: &Job) -> (Vec<Target>, usize) {
+    targets_for_groups(job, &job.config.static_configs)
+}
+
+/// Builds targets from target groups (static or discovered) with the job's defaults and
+/// `relabel_configs`. Returns the targets and how many relabeling dropped; a target listed
+/// twice is kept once.
+pub fn targets_for_groups(job: &Job, groups: &[StaticConfig]) -> (Vec<Target>, usize) {
+    let config = &job.config;
+    let mut targets: Vec<Target> = Vec::new();
+    let mut dropped = 0;
+    for group in groups {
+        for address in &group.targets {
+            if let Err(reason) = check_target(address) {
+                tracing::warn!(job = %config.job_name, %reason, "target skipped");
+                dropped += 1;
+                continue;
+            }
+            let mut labels: Labels = group.labels.clone();
+            let defaults = [
+                ("__address__", address.clone()),
+                ("__scheme__", scheme_name(config.scheme).to_string()),
+                ("__metrics_path__", config.metrics_path.clone()),
+                ("job", config.job_name.clone()),
+            ];
+            for (name, value) in defaults {
+                labels.entry(name.to_string()).or_insert(value);
+            }
+            for (name, values) in &config.params {
+                if let Some(first) = values.first() {
+                    labels.entry(format!("__param_{name}")).or_insert_with(|| first.clone());
+                }
+            }
+            match process(&job.relabel, labels).and_then(finish_target) {
+                Some(target) if targets.iter().any(|existing| existing.identity == target.identity) => {}
+                Some(target) => targets.push(target),
+                None => dropped += 1,
+            }
+        }
+    }
+    (targets, dropped)
+}
+
+fn scheme_name(scheme: Scheme) -> &'static str {
+    match scheme {
+        Scheme::Http => "http",
+        Scheme::Https => "https",
+    }
+}
+
+/// Turns relabeled labels into a target: URL from the `__` labels, `instance` defaulted,
+/// `__` labels removed. `None` without an address.
+fn finish_target(mut labels: Labels) -> Option<Target> {
+    let address = labels.get("__address__")?.clone();
+    let scheme = labels.get("__scheme__").cloned().unwrap_or_else(|| "http".to_string());
+    let path = labels
+        .get("__metrics_path__")
+        .cloned()
+        .unwrap_or_else(|| "/metrics".to_string());
+    let query: Vec<String> = labels
+        .iter()
+        .filter_map(|(name, value)| {
+            name.strip_prefix("__param_")
+                .map(|param| format!("{}={}", url_escape(param), url_escape(value)))
+        })
+        .collect();
+    let mut url = format!("{scheme}://{address}{path}");
+    if !query.is_empty() {
+        url.push('?');
+        url.push_str(&query.join("&"));
+    }
+    labels.entry("instance".to_string()).or_insert(address);
+    labels.retain(|name, _| !name.starts_with("__"));
+    let job = labels.get("job").cloned().unwrap_or_default();
+    let mut identity_text = url.clone();
+    for (name, value) in &labels {
+        identity_text.push('\u{0}');
+        identity_text.push_str(name);
+        identity_text.push('=');
+        identity_text.push_str(value);
+    }
+    Some(Target {
+        job,
+        url,
+        labels,
+        identity: fnv1a(identity_text.as_bytes()),
+    })
+}
+
+fn url_escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
+            escaped.push(byte as char);
+        } else {
+            escaped.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    escaped
+}
+
+/// One target's health, as `/api/v1/targets` reports it (the `activeTargets` fields of
+/// Prometheus's HTTP API): `labels`, `scrapePool` (the job), `scrapeUrl`, `health` (`up`,
+/// `down`, `unknown` before the first scrape), `lastError`, `lastScrape` (RFC 3339) and
+/// `lastScrapeDuration` (seconds).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetStatus {
+    labels: Labels,
+    scrape_pool: String,
+    scrape_url: String,
+    health: &'static str,
+    last_error: String,
+    last_scrape: Option<String>,
+    last_scrape_duration: f64,
+}
+
+/// Health of every target, updated from scrape outcomes.
+#[derive(Default)]
+pub struct TargetRegistry {
+    /// By target identity (job, URL and labels): two targets may share an address.
+    targets: Mutex<BTreeMap<u64, TargetStatus>>,
+}
+
+impl TargetRegistry {
+    /// Adds a target before its first scrape (health `unknown`).
+    pub fn add(&self, target: &Target) {
+        let status = TargetStatus {
+            labels: target.labels.clone(),
+            scrape_pool: target.job.clone(),
+            scrape_url: target.url.clone(),
+            health: "unknown",
+            last_error: String::new(),
+            last_scrape: None,
+            last_scrape_duration: 0.0,
+        };
+        self.lock().insert(target.identity, status);
+    }
+
+    /// Forgets a target that discovery removed.
+    pub fn remove(&self, identity: u64) {
+        self.lock().remove(&identity);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, TargetStatus>> {
+        self.targets.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Records a scrape's outcome.
+    pub fn observe(&self, outcome: &ScrapeOutcome) {
+        let report = &outcome.report;
+        if let Some(status) = self.lock().get_mut(&report.target_identity) {
+            status.health = if report.up { "up" } else { "down" };
+            status.last_error = report.error.clone().unwrap_or_default();
+            let time = UNIX_EPOCH + Duration::from_millis(report.timestamp_ms.max(0) as u64);
+            status.last_scrape = Some(humantime::format_rfc3339_millis(time).to_string());
+            status.last_scrape_duration = report.duration_seconds;
+        }
+    }
+
+    /// Every target's status, by identity.
+    pub fn statuses(&self) -> Vec<TargetStatus> {
+        self.lock().values().cloned().collect()
+    }
+
+    /// Whether every target has been scraped at least once, and how many wait for their
+    /// first scrape.
+    pub fn first_round_done(&self) -> (bool, usize) {
+        let targets = self.lock();
+        let waiting = targets.values().filter(|status| status.health == "unknown").count();
+        (waiting == 0, waiting)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(yaml: &str) -> Job {
+        crate::config::jobs_from_yaml(yaml).unwrap().remove(0)
+    }
+
+    #[test]
+    fn targets_get_job_instance_and_static_labels() {
+        let job = job("scrape_configs:\n  - job_name: redis\n    params: {module: [redis]}\n    static_configs:\n      - targets: ['127.0.0.1:9121', 'redis-7:9121']\n        labels: {dc: dc-2}\n");
+        let (targets, dropped) = targets_for_job(&job);
+        assert_eq!(dropped, 0);
+        assert_eq!(targets.len(), 2);
+        assert_eq!(targets[0].url, "http://127.0.0.1:9121/metrics?module=redis");
+        assert_eq!(targets[0].labels.get("job").map(String::as_str), Some("redis"));
+        assert_eq!(targets[0].instance(), "127.0.0.1:9121");
+        assert_eq!(targets[0].labels.get("dc").map(String::as_str), Some("dc-2"));
+        assert!(targets[0].labels.keys().all(|name| !name.starts_with("__")));
+        assert_ne!(targets[0].identity, targets[1].identity);
+    }
+
+    #[test]
+    fn relabeling_can_drop_targets_and_rewrite_the_address() {
+        let job = job("scrape_configs:\n  - job_name: a\n    static_configs: [{targets: ['10.0.0.1:9100', '10.0.0.2:9100']}]\n    relabel_configs:\n      - {source_labels: [__address__], regex: '10.0.0.2:.*', action: drop}\n      - {source_labels: [__address__], regex: '(.*):9100', target_label: __address__, replacement: '${1}:9200'}\n");
+        let (targets, dropped) = targets_for_job(&job);
+        assert_eq!(dropped, 1);
+        assert_eq!(targets[0].url, "http://10.0.0.1:9200/metrics");
+        // instance defaults to the address after relabeling, as in Prometheus.
+        assert_eq!(targets[0].instance(), "10.0.0.1:9200");
+    }
+
+    #[test]
+    fn discovered_targets_are_checked_like_static_ones() {
+        let job = job("scrape_configs:\n  - job_name: a\n");
+        let group = StaticConfig {
+            targets: vec![
+                "http://bad/".into(),
+                "nohost".into(),
+                "127.0.0.1:99999".into(),
+                "127.0.0.1:9100".into(),
+            ],
+            labels: Default::default(),
+        };
+        let (targets, dropped) = targets_for_groups(&job, &[group]);
+        assert_eq!(dropped, 3);
+        assert_eq!(targets.len(), 1);
+        assert_eq!(targets[0].url, "http://127.0.0.1:9100/metrics");
+    }
+}

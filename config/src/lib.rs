@@ -1,0 +1,159 @@
+//! epicenter's configuration vocabulary, shared by every stage.
+//!
+//! **Enters:** YAML text (a configuration file, a scenario file) and the values written in
+//! it. **Leaves:** typed values ([`PromDuration`], [`ByteSize`], [`Secret`], [`TlsConfig`])
+//! and [`ConfigError`]s that name the key path and, when known, the line and column.
+//! **Never:** knows what a section means. Each stage owns its own section type (the collector
+//! `global` and `scrape_configs`, the store `storage`, `batching` and `placement`, the detector
+//! `detector`, on-call `notifiers`, the web server `server`); the binary composes them into the
+//! file's one document and calls each section's checks.
+//!
+//! Loading is in two steps, as in linkerd2-proxy: [`from_yaml`] reads a document and each
+//! section's `problems` function checks what needs no network, reporting every problem at once
+//! through [`Problems`]. Reading secrets and connecting are separate start-up steps.
+
+mod tls;
+mod units;
+
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+
+pub use tls::TlsConfig;
+pub use units::{parse_duration, parse_size, ByteSize, PromDuration};
+
+/// A configuration problem: where (line and column when known, key path) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Key path, e.g. `scrape_configs[1].scrape_timeout`; empty for the document itself.
+    pub path: String,
+    /// 1-based line and column in the file, when the problem was found while reading it.
+    pub location: Option<(usize, usize)>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some((line, column)) = self.location {
+            write!(f, "{line}:{column}: ")?;
+        }
+        if self.path.is_empty() {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Every problem a validation finds, in the order found, each with its key path.
+#[derive(Debug, Default)]
+pub struct Problems(Vec<ConfigError>);
+
+impl Problems {
+    /// Records that the value at `path` (a key path such as `batching.max_rows`) is wrong.
+    pub fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.0.push(ConfigError {
+            path: path.into(),
+            location: None,
+            message: message.into(),
+        });
+    }
+
+    /// True when nothing was found.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The problems, in the order found.
+    pub fn into_errors(self) -> Vec<ConfigError> {
+        self.0
+    }
+}
+
+/// Reads a document of type `T` from YAML text; an empty (or all-blank) document is
+/// `T::default()`.
+///
+/// Errors name the key path and, when the YAML parser knows it, the line and column:
+/// `3:5: scrape_configs[0].job_nme: unknown field `job_nme`, expected one of …`.
+pub fn from_yaml<T: DeserializeOwned + Default>(text: &str) -> Result<T, ConfigError> {
+    if text.trim().is_empty() {
+        return Ok(T::default());
+    }
+    let deserializer = serde_norway::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(deserializer).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner();
+        let location = inner.location().map(|location| (location.line(), location.column()));
+        // The YAML library repeats the location in its message; keep only the reason.
+        let message = inner.to_string();
+        let message = match message.rsplit_once(" at line ") {
+            Some((reason, _)) if location.is_some() => reason.to_string(),
+            _ => message,
+        };
+        // ...and may start with the enclosing path, which we print ourselves.
+        let message = match message.split_once(": ") {
+            Some((prefix, reason)) if !prefix.is_empty() && path.starts_with(prefix) => reason.to_string(),
+            _ => message,
+        };
+        ConfigError {
+            path: if path == "." { String::new() } else { path },
+            location,
+            message,
+        }
+    })
+}
+
+/// A password or token: never printed by `Debug`, and without `Display`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value read at start-up (from an environment variable or a file).
+    pub fn new(value: String) -> Secret {
+        Secret(value)
+    }
+
+    /// The secret value, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// Whether `name` is a Prometheus label name, `[a-zA-Z_][a-zA-Z0-9_]*` (Prometheus data
+/// model, "Metric names and labels"; UTF-8 names are not accepted as label names here).
+pub fn is_label_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(first) if first.is_ascii_alphabetic() || first == b'_')
+        && bytes.all(|byte| byte.is_ascii_alphanumeric() || byte == b'_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_names_follow_the_data_model() {
+        for good in ["dc", "_x", "A1_b"] {
+            assert!(is_label_name(good), "{good}");
+        }
+        for bad in ["", "1dc", "data-center", "dc.name", "é"] {
+            assert!(!is_label_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn secrets_are_redacted() {
+        let secret = Secret::new("hunter2".to_string());
+        assert_eq!(format!("{secret:?}"), "Secret(<redacted>)");
+        assert_eq!(secret.expose(), "hunter2");
+    }
+}

@@ -1,0 +1,86 @@
+//! The `detector` section of the configuration file: whether the detector runs, the service
+//! dependencies it reasons over, its signal rules and how often it judges (docs/detector.md).
+
+use std::path::PathBuf;
+
+use epicenter_config::PromDuration;
+use serde::Deserialize;
+
+use crate::engine::Dependency;
+use crate::rules::{self, Rule};
+
+/// `detector`: what the root-cause detector needs to know (docs/detector.md).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DetectorConfig {
+    /// Run the detector on what is scraped. Default true.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Which service calls which (by the placement `service` label): faults spread to
+    /// callers, load to callees.
+    #[serde(default)]
+    pub dependencies: Vec<DependencyConfig>,
+    /// Signal rules file (the shape of rules/signals/signals.yml); default the shipped rules.
+    #[serde(default)]
+    pub rules_file: Option<PathBuf>,
+    /// How often the detector judges what arrived. Default: `global.scrape_interval`.
+    #[serde(default)]
+    pub interval: Option<PromDuration>,
+}
+
+impl Default for DetectorConfig {
+    fn default() -> Self {
+        DetectorConfig {
+            enabled: true,
+            dependencies: Vec::new(),
+            rules_file: None,
+            interval: None,
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// One `detector.dependencies` entry.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DependencyConfig {
+    /// Calling service.
+    pub caller: String,
+    /// Called service.
+    pub callee: String,
+    /// Calls stay within the caller's datacenter. Default false.
+    #[serde(default)]
+    pub same_dc: bool,
+}
+
+impl DetectorConfig {
+    /// The rules `rules_file` names, else the shipped ones (rules/signals/signals.yml). Reads
+    /// the file; errors name the key and the problem
+    /// (`detector.rules_file rules.yml: rules[2].metric: …`).
+    pub fn load_rules(&self) -> Result<Vec<Rule>, String> {
+        let text = match &self.rules_file {
+            Some(path) => std::fs::read_to_string(path)
+                .map_err(|error| format!("detector.rules_file: cannot read {}: {error}", path.display()))?,
+            None => rules::SHIPPED.to_string(),
+        };
+        rules::parse(&text).map_err(|error| match &self.rules_file {
+            Some(path) => format!("detector.rules_file {}: {error}", path.display()),
+            None => format!("the shipped rules: {error}"),
+        })
+    }
+
+    /// `dependencies` as the detector takes them.
+    pub fn dependencies(&self) -> Vec<Dependency> {
+        self.dependencies
+            .iter()
+            .map(|dependency| Dependency {
+                caller: dependency.caller.clone(),
+                callee: dependency.callee.clone(),
+                same_dc: dependency.same_dc,
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,156 @@
+//! The detector live: scraped samples that a signal rule names arrive as [`Batch`]es, and
+//! every tick the detector judges what arrived and sends a [`Judgement`]: the anomalies seen
+//! for the first time, the open verdict, the verdict event if the answer changed, and the
+//! dependency graph. What happens to a judgement (stored, printed, served, paged) is the
+//! receiver's business; the binary wires it to the store, the web server and on-call.
+//!
+//! The samples' clock may run faster than the wall clock (a simulated fleet stamps its own
+//! time): the detector reasons in the interval measured between one target's samples, and is
+//! built once the first gaps are known.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use epicenter_store::rows::{AnomalyRow, ScrapeOutcome};
+use tokio::sync::{mpsc, watch};
+
+use crate::engine::{Dependency, Detector, InstanceInfo, Settings, Verdict};
+use crate::events::{new_anomaly_rows, VerdictEvent, VerdictTracker};
+use crate::reference::{graph_document, GraphDocument};
+use crate::rules::Rule;
+
+/// Gaps between one target's samples that fix the interval (their median).
+const INTERVAL_GAPS: usize = 30;
+/// Gaps needed before the first judgement.
+const FIRST_GAPS: usize = 5;
+
+/// One target's scrape, reduced to the samples a rule names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    /// Latest sample time of the scrape, ms since the epoch.
+    pub time_ms: i64,
+    /// The instance and where it runs.
+    pub instance: InstanceInfo,
+    /// (metric, labels, value) of the samples a rule reads.
+    pub samples: Vec<(String, BTreeMap<String, String>, f64)>,
+}
+
+/// The metric names any rule reads (with `_sum`/`_count` for means).
+pub fn rule_metrics(rules: &[Rule]) -> HashSet<String> {
+    let mut names = HashSet::new();
+    for rule in rules {
+        names.insert(rule.spec.metric.clone());
+        names.insert(format!("{}_sum", rule.spec.metric));
+        names.insert(format!("{}_count", rule.spec.metric));
+    }
+    names
+}
+
+/// The part of `outcome` the detector reads: the target (named by its `pod` label, else its
+/// `instance`) and the samples of families in `metrics` ([`rule_metrics`]). `None` for a
+/// scrape without samples.
+pub fn extract(outcome: &ScrapeOutcome, metrics: &HashSet<String>) -> Option<Batch> {
+    let report = &outcome.report;
+    let name = outcome
+        .rows
+        .first()
+        .and_then(|row| row.series.labels.get("pod").cloned())
+        .unwrap_or_else(|| report.instance.clone());
+    let samples: Vec<(String, BTreeMap<String, String>, f64)> = outcome
+        .rows
+        .iter()
+        .filter(|row| metrics.contains(&row.series.name))
+        .map(|row| (row.series.name.clone(), row.series.labels.clone(), row.value))
+        .collect();
+    let time_ms = outcome.rows.iter().map(|row| row.timestamp_ms).max()?;
+    Some(Batch {
+        time_ms,
+        instance: InstanceInfo {
+            name,
+            dc: report.placement.dc.clone(),
+            host: report.placement.host.clone(),
+            service: report.placement.service.clone(),
+        },
+        samples,
+    })
+}
+
+/// What one round of the live detector found.
+#[derive(Debug, Clone)]
+pub struct Judgement {
+    /// Round time, ms since the epoch (the samples' clock).
+    pub time_ms: i64,
+    /// Anomalies in their first round, as `anomalies` rows.
+    pub new_anomalies: Vec<AnomalyRow>,
+    /// The verdict open after this round.
+    pub open: Option<Verdict>,
+    /// The verdict event of this round, if the answer changed.
+    pub event: Option<VerdictEvent>,
+    /// The instance dependency graph the detector reasons over.
+    pub graph: GraphDocument,
+}
+
+/// Runs the detector until `shutdown` turns true or `inbox` closes: observes batches as they
+/// arrive and judges every `tick` (wall clock), sending one [`Judgement`] per round to `out`
+/// (waiting when it is full). Returns when `out`'s receiver is gone too.
+pub async fn run(
+    rules: Vec<Rule>,
+    dependencies: Vec<Dependency>,
+    tick: Duration,
+    mut inbox: mpsc::Receiver<Batch>,
+    out: mpsc::Sender<Judgement>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut detector: Option<Detector> = None;
+    let mut tracker = VerdictTracker::default();
+    let mut pending: Vec<Batch> = Vec::new();
+    let mut previous: HashMap<String, i64> = HashMap::new();
+    let mut gaps: Vec<i64> = Vec::new();
+    let mut interval_ms: Option<i64> = None;
+    let mut latest_ms = 0i64;
+    let mut ticks = tokio::time::interval(tick);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            batch = inbox.recv() => {
+                let Some(batch) = batch else { return };
+                // The interval is the median of the first gaps between one target's samples
+                // (robust to scheduling jitter); fixed once INTERVAL_GAPS are known.
+                if let Some(before) = previous.insert(batch.instance.name.clone(), batch.time_ms) {
+                    let gap = batch.time_ms - before;
+                    if gap > 0 && gaps.len() < INTERVAL_GAPS {
+                        gaps.push(gap);
+                        let mut sorted = gaps.clone();
+                        sorted.sort_unstable();
+                        interval_ms = Some(sorted[sorted.len() / 2]);
+                    }
+                }
+                latest_ms = latest_ms.max(batch.time_ms);
+                pending.push(batch);
+            }
+            _ = ticks.tick() => {
+                let Some(interval) = interval_ms.filter(|_| gaps.len() >= FIRST_GAPS) else { continue };
+                let detector = detector.get_or_insert_with(|| {
+                    Detector::new(rules.clone(), dependencies.clone(), interval, Settings::default())
+                });
+                for batch in pending.drain(..) {
+                    let samples = batch.samples.iter().map(|(name, labels, value)| (name.as_str(), labels.clone(), *value));
+                    detector.observe(batch.time_ms, &batch.instance, samples);
+                }
+                let assessment = detector.assess(latest_ms);
+                let instances = detector.instances();
+                let judgement = Judgement {
+                    time_ms: assessment.time_ms,
+                    new_anomalies: new_anomaly_rows(&assessment, instances),
+                    event: tracker.track(&assessment),
+                    open: assessment.verdict.clone(),
+                    graph: graph_document(instances, detector.dependencies(), &detector.peer_edges()),
+                };
+                if out.send(judgement).await.is_err() {
+                    return;
+                }
+            }
+            _ = shutdown.changed() => return,
+        }
+    }
+}

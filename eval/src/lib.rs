@@ -1,0 +1,13 @@
+//! epicenter's scoring: the detector judged on data with a known answer.
+//!
+//! **Enters:** scenarios (run headless on the simulated fleet, [`scenarios`]), datasets with
+//! ground truth (PetShop, [`petshop`]), stored samples ([`replay`]) and a demo run's ground
+//! truth and verdicts ([`demo`]). **Leaves:** scores (AC@k at host and datacenter level,
+//! Avg@5, time to detect, false verdicts, top-k recall), verdict events, `ground_truth` rows.
+//! **Never:** tunes the detector: it calls the detector as the live path does, and nothing
+//! here is fitted to a dataset's test split (docs/detector.md records what was consulted).
+
+pub mod demo;
+pub mod petshop;
+pub mod replay;
+pub mod scenarios;

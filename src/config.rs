@@ -1,0 +1,211 @@
+//! The configuration file: each stage's sections composed into one document, read and checked
+//! in one go. Every section's type and checks live in its stage's crate; this module only
+//! names the sections (docs/configuration.md) and reports problems with the file's name.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use epicenter_collector::config::{GlobalConfig, Job, ScrapeConfig};
+use epicenter_config::{ConfigError, Problems};
+use epicenter_detector::config::DetectorConfig;
+use epicenter_oncall::config::NotifierConfig;
+use epicenter_store::config::{BatchingConfig, PlacementConfig, StorageConfig};
+use epicenter_web::config::ServerConfig;
+use serde::Deserialize;
+
+/// Exit status for a configuration that cannot be used (as linkerd2-proxy does).
+pub(crate) const EXIT_CONFIG: u8 = 64;
+
+/// The whole configuration file.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Config {
+    /// Defaults for every scrape job.
+    #[serde(default)]
+    pub(crate) global: GlobalConfig,
+    /// The jobs to scrape.
+    #[serde(default)]
+    pub(crate) scrape_configs: Vec<ScrapeConfig>,
+    /// Where samples go. Without `clickhouse`, the embedded store is used.
+    #[serde(default)]
+    pub(crate) storage: StorageConfig,
+    /// When the writer flushes a batch: whichever limit is reached first.
+    #[serde(default)]
+    pub(crate) batching: BatchingConfig,
+    /// Which labels name the datacenter, host and service of a series.
+    #[serde(default)]
+    pub(crate) placement: PlacementConfig,
+    /// epicenter's own HTTP server (`/metrics`, `/healthz`, `/readyz`, `/api/v1/…`).
+    #[serde(default)]
+    pub(crate) server: ServerConfig,
+    /// The detector: service dependencies, signal rules, how often it judges.
+    #[serde(default)]
+    pub(crate) detector: DetectorConfig,
+    /// Where verdicts are sent: Alertmanager, webhooks.
+    #[serde(default)]
+    pub(crate) notifiers: Vec<NotifierConfig>,
+}
+
+impl Config {
+    /// Reads a configuration from YAML text; an empty document is the default configuration.
+    /// Errors name the key path, line and column.
+    pub(crate) fn from_yaml(text: &str) -> Result<Config, ConfigError> {
+        epicenter_config::from_yaml(text)
+    }
+
+    /// Checks every section (no network; TLS files are read) in the order the file lists
+    /// them, and returns the scrape jobs with their defaults resolved, or every problem.
+    pub(crate) fn validate(&self) -> Result<Vec<Job>, Vec<ConfigError>> {
+        let mut problems = Problems::default();
+        let jobs = epicenter_collector::config::jobs(&self.global, &self.scrape_configs, &mut problems);
+        self.storage.problems(&mut problems);
+        epicenter_oncall::config::problems(&self.notifiers, &mut problems);
+        self.storage.retention_problems(&mut problems);
+        self.batching.problems(&mut problems);
+        self.server.problems(&mut problems);
+        self.placement.problems(&mut problems);
+        if problems.is_empty() {
+            Ok(jobs)
+        } else {
+            Err(problems.into_errors())
+        }
+    }
+
+    /// Settings this build accepts but cannot act on yet, as sentences for warnings.
+    pub(crate) fn unsupported(&self) -> Vec<String> {
+        let mut warnings = epicenter_collector::config::warnings(&self.scrape_configs);
+        warnings.extend(self.storage.warnings());
+        warnings
+    }
+}
+
+/// Reads and validates a configuration file, printing every problem (exit 64).
+pub(crate) fn load(path: &Path) -> Result<(Config, Vec<Job>), ExitCode> {
+    let source = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|error| {
+        eprintln!("error: cannot read {source}: {error}");
+        ExitCode::from(EXIT_CONFIG)
+    })?;
+    let config = Config::from_yaml(&text).map_err(|error| {
+        eprintln!("error: {source}:{error}");
+        ExitCode::from(EXIT_CONFIG)
+    })?;
+    match config.validate() {
+        Ok(jobs) => Ok((config, jobs)),
+        Err(errors) => {
+            for error in errors {
+                eprintln!("error: {source}: {error}");
+            }
+            Err(ExitCode::from(EXIT_CONFIG))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn an_empty_file_is_the_default_configuration() {
+        let config = Config::from_yaml("").unwrap();
+        assert_eq!(config.global.scrape_interval.0, Duration::from_secs(60));
+        assert_eq!(config.storage.embedded_path(), PathBuf::from("./data"));
+        assert!(config.validate().unwrap().is_empty());
+    }
+
+    #[test]
+    fn unknown_keys_name_their_path_and_line() {
+        let yaml = "global:\n  scrape_interval: 15s\nscrape_configs:\n  - job_name: a\n    static_configs:\n      - targets: ['127.0.0.1:9100']\n        lables: {dc: dc-1}\n";
+        let error = Config::from_yaml(yaml).unwrap_err();
+        assert_eq!(error.path, "scrape_configs[0].static_configs[0].lables");
+        assert_eq!(error.location.map(|(line, _)| line), Some(7));
+        assert!(error.message.starts_with("unknown field `lables`"), "{error}");
+        let error =
+            Config::from_yaml("storage:\n  clickhouse:\n    url: http://x:8123\n    pasword_env: P\n").unwrap_err();
+        assert_eq!(error.path, "storage.clickhouse.pasword_env");
+        let error = Config::from_yaml("global:\n  scrape_interval: 15\n").unwrap_err();
+        assert_eq!(error.path, "global.scrape_interval");
+        assert!(error.message.contains("add a unit"), "{error}");
+    }
+
+    #[test]
+    fn validation_reports_every_problem_with_its_path() {
+        let yaml = "
+global: {scrape_interval: 15s, scrape_timeout: 20s}
+scrape_configs:
+  - job_name: redis
+    scrape_interval: 5s
+    scrape_timeout: 6s
+    static_configs:
+      - targets: ['127.0.0.1:9121', 'http://127.0.0.1:9122', '127.0.0.1', '127.0.0.1:9121']
+    relabel_configs:
+      - {action: hashmod, target_label: shard}
+  - job_name: redis
+    metrics_path: metrics
+storage:
+  embedded: {path: /tmp/x}
+  clickhouse: {url: '127.0.0.1:8123'}
+batching: {max_rows: 0}
+";
+        let config = Config::from_yaml(yaml).unwrap();
+        let errors = config.validate().unwrap_err();
+        let paths: Vec<&str> = errors.iter().map(|error| error.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            vec![
+                "global.scrape_timeout",
+                "scrape_configs[0].scrape_timeout",
+                "scrape_configs[0].static_configs[0].targets[1]",
+                "scrape_configs[0].static_configs[0].targets[2]",
+                "scrape_configs[0].static_configs[0].targets[3]",
+                "scrape_configs[0].relabel_configs[0].modulus",
+                "scrape_configs[1].job_name",
+                "scrape_configs[1].metrics_path",
+                "storage",
+                "storage.clickhouse.url",
+                "batching.max_rows",
+            ],
+            "{errors:#?}"
+        );
+    }
+
+    #[test]
+    fn every_section_is_checked_in_file_order() {
+        let yaml = "
+storage: {retention: 0s}
+batching: {max_bytes: 0, max_age: 0s}
+server: {listen_address: 'localhost'}
+placement: {dc_label: 'data-center'}
+notifiers:
+  - {name: pager, type: webhook, url: 'ftp://x', min_confidence: 2}
+  - {name: pager, type: alertmanager, url: 'http://127.0.0.1:9093', timeout: 0s}
+";
+        let errors = Config::from_yaml(yaml).unwrap().validate().unwrap_err();
+        let paths: Vec<&str> = errors.iter().map(|error| error.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            vec![
+                "notifiers[0].url",
+                "notifiers[0].min_confidence",
+                "notifiers[1].name",
+                "notifiers[1].timeout",
+                "storage.retention",
+                "batching.max_bytes",
+                "batching.max_age",
+                "server.listen_address",
+                "placement.dc_label",
+            ],
+            "{errors:#?}"
+        );
+        assert!(
+            errors[4]
+                .to_string()
+                .starts_with("storage.retention: must be greater than 0"),
+            "{}",
+            errors[4]
+        );
+    }
+}

@@ -1,0 +1,282 @@
+//! The wiring of `epicenter run` (and of `demo`, which runs the same pipeline on a simulated
+//! fleet): the stages started as tasks and joined by channels, then shut down in order.
+//!
+//! ```text
+//! run_job × jobs ─► run_target × targets ─ ScrapeOutcome ─► mpsc(1024) ─► observer
+//!   observer ─► telemetry, target health; ─► mpsc(1024) ─► run_writer ─► Sink (store)
+//!            └─ live::extract ─► mpsc(4096, try_send) ─► live::run ─ Judgement ─► mpsc(16)
+//!                 ─► publisher ─► store (anomalies, verdicts), web state, stdout, notifiers
+//! ```
+//! ARCHITECTURE.md draws the same picture with every channel and trait named.
+
+use std::collections::HashSet;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use epicenter_collector::config::Job;
+use epicenter_collector::job::run_job;
+use epicenter_collector::scrape::{ScrapeContext, Scraper};
+use epicenter_collector::targets::{targets_for_job, TargetRegistry};
+use epicenter_detector::live::{self, Batch, Judgement};
+use epicenter_oncall::Notifiers;
+use epicenter_store::writer::{run_writer, WriterStats};
+use epicenter_store::{ScrapeOutcome, Store};
+use epicenter_web::{app, AppState, Telemetry, VerdictBook};
+use tokio::sync::{mpsc, watch};
+
+use crate::config::{Config, EXIT_CONFIG};
+
+/// Scrape outcomes waiting between the targets and the observer, and between the observer
+/// and the writer.
+const OUTCOME_QUEUE: usize = 1024;
+/// Batches waiting for the detector; beyond this they are dropped (a slow detector never
+/// holds scraping up).
+const DETECTOR_QUEUE: usize = 4096;
+/// Judgements waiting to be stored, published and paged.
+const JUDGEMENT_QUEUE: usize = 16;
+/// The detector never judges more often than this.
+const FASTEST_TICK: Duration = Duration::from_millis(100);
+
+/// Scrapes `jobs` into `store` until `run_for` passes or a signal comes, serving epicenter's
+/// own endpoints and running the detector; flushes before returning.
+pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for: Option<Duration>) -> ExitCode {
+    // One HTTP client per job: each job may have its own tls_config.
+    let mut scrapers = Vec::with_capacity(jobs.len());
+    for (index, job) in jobs.iter().enumerate() {
+        match Scraper::with_tls(job.config.tls_config.as_ref()) {
+            Ok(scraper) => scrapers.push(scraper),
+            Err(error) => {
+                eprintln!(
+                    "error: scrape_configs[{index}] (job '{}'): {error}",
+                    job.config.job_name
+                );
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        }
+    }
+    let detector_rules = if config.detector.enabled {
+        match config.detector.load_rules() {
+            Ok(rules) => Some(rules),
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        }
+    } else {
+        None
+    };
+    let context = Arc::new(ScrapeContext {
+        placement: config.placement.clone(),
+        external_labels: config.global.external_labels.clone(),
+    });
+    let (sender, scraped) = mpsc::channel::<ScrapeOutcome>(OUTCOME_QUEUE);
+    let (to_writer, inbox) = mpsc::channel::<ScrapeOutcome>(OUTCOME_QUEUE);
+    let (stop, shutdown) = watch::channel(false);
+    let stats = Arc::new(WriterStats::default());
+    let telemetry = match Telemetry::new(stats.clone()) {
+        Ok(telemetry) => telemetry,
+        Err(error) => {
+            eprintln!("error: cannot register epicenter's own metrics: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    let state = Arc::new(AppState {
+        telemetry,
+        targets: Arc::new(TargetRegistry::default()),
+        verdicts: std::sync::Mutex::new(VerdictBook::default()),
+        graph: std::sync::Mutex::new(None),
+        notifiers: Notifiers::start(&config.notifiers, shutdown.clone()),
+    });
+    let listener = match tokio::net::TcpListener::bind(&config.server.listen_address).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            eprintln!(
+                "error: server.listen_address {}: cannot listen: {error}",
+                config.server.listen_address
+            );
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let bound = listener
+        .local_addr()
+        .map_or_else(|_| config.server.listen_address.clone(), |address| address.to_string());
+    let mut server_shutdown = shutdown.clone();
+    let router = app(state.clone());
+    let server = tokio::spawn(async move {
+        let served = axum::serve(listener, router).with_graceful_shutdown(async move {
+            let _ = server_shutdown.changed().await;
+        });
+        if let Err(error) = served.await {
+            tracing::error!(%error, "own HTTP server stopped");
+        }
+    });
+    let writer = match &store {
+        Store::Embedded(sink) => tokio::spawn(run_writer(sink.clone(), config.batching.clone(), inbox, stats.clone())),
+        Store::Server(sink) => tokio::spawn(run_writer(sink.clone(), config.batching.clone(), inbox, stats.clone())),
+    };
+    // The detector reads what a signal rule names, beside the writer.
+    let (to_detector, detector_inbox) = mpsc::channel::<Batch>(DETECTOR_QUEUE);
+    let rule_metrics = detector_rules.as_deref().map(live::rule_metrics).unwrap_or_default();
+    let detector_tasks = detector_rules.map(|rules| {
+        let tick = config
+            .detector
+            .interval
+            .map_or(config.global.scrape_interval.0, |interval| interval.0)
+            .max(FASTEST_TICK);
+        let (judged, judgements) = mpsc::channel::<Judgement>(JUDGEMENT_QUEUE);
+        let detector = tokio::spawn(live::run(
+            rules,
+            config.detector.dependencies(),
+            tick,
+            detector_inbox,
+            judged,
+            shutdown.clone(),
+        ));
+        (
+            detector,
+            tokio::spawn(publish(judgements, state.clone(), store.clone())),
+        )
+    });
+    let observer = tokio::spawn(observe(scraped, to_writer, to_detector, rule_metrics, state.clone()));
+    let mut tasks = Vec::new();
+    let mut target_count = 0;
+    for (job, scraper) in jobs.into_iter().zip(scrapers) {
+        let job = Arc::new(job);
+        target_count += targets_for_job(&job).0.len();
+        tasks.push(tokio::spawn(run_job(
+            job,
+            scraper,
+            context.clone(),
+            sender.clone(),
+            shutdown.clone(),
+            state.targets.clone(),
+        )));
+    }
+    drop(sender);
+    eprintln!(
+        "epicenter: scraping {} (plus any file_sd targets) into {}; own endpoints on http://{bound} ({})",
+        if target_count == 1 {
+            "1 static target".to_string()
+        } else {
+            format!("{target_count} static targets")
+        },
+        store.describe(&config.storage),
+        match run_for {
+            Some(duration) => format!("stopping after {duration:?}"),
+            None => "Ctrl-C stops".to_string(),
+        }
+    );
+    let limit = async {
+        match run_for {
+            Some(duration) => tokio::time::sleep(duration).await,
+            None => std::future::pending().await,
+        }
+    };
+    let stopped_by = tokio::select! {
+        _ = limit => "time limit",
+        signal = stop_signal() => signal,
+    };
+    let _ = stop.send(true);
+    eprintln!(
+        "epicenter: stopping ({stopped_by}): flushing what was scraped; a second Ctrl-C or SIGTERM exits at once"
+    );
+    // A second signal during the flush exits without waiting, and without the embedded
+    // engine's exit-time destructors (they crash while its threads run; see `exit_now`).
+    let flushed = Arc::new(AtomicBool::new(false));
+    let flushed_seen = Arc::clone(&flushed);
+    tokio::spawn(async move {
+        let signal = stop_signal().await;
+        if flushed_seen.load(Ordering::SeqCst) {
+            eprintln!("epicenter: {signal} again: everything was already written; exiting");
+        } else {
+            eprintln!("epicenter: {signal} again: exiting without flushing");
+        }
+        epicenter_store::exit_now(130);
+    });
+    for task in tasks {
+        let _ = task.await;
+    }
+    let _ = observer.await;
+    if let Some((detector, publisher)) = detector_tasks {
+        let _ = detector.await;
+        let _ = publisher.await;
+    }
+    let _ = writer.await;
+    flushed.store(true, Ordering::SeqCst);
+    let _ = server.await;
+    eprintln!(
+        "epicenter: stopped ({stopped_by}): {} scrapes and {} samples written, {} samples failed",
+        stats.scrape_rows_written.load(Ordering::Relaxed),
+        stats.sample_rows_written.load(Ordering::Relaxed),
+        stats.sample_rows_failed.load(Ordering::Relaxed),
+    );
+    if stats.sample_rows_failed.load(Ordering::Relaxed) > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Between the targets and the writer: epicenter's own metrics, target health, and the
+/// samples a rule names for the detector (dropped when its queue is full).
+async fn observe(
+    mut scraped: mpsc::Receiver<ScrapeOutcome>,
+    to_writer: mpsc::Sender<ScrapeOutcome>,
+    to_detector: mpsc::Sender<Batch>,
+    rule_metrics: HashSet<String>,
+    state: Arc<AppState>,
+) {
+    while let Some(outcome) = scraped.recv().await {
+        state.telemetry.observe(&outcome);
+        state.targets.observe(&outcome);
+        if !rule_metrics.is_empty() {
+            if let Some(batch) = live::extract(&outcome, &rule_metrics) {
+                // A slow detector never holds scraping up: batches beyond its queue drop.
+                let _ = to_detector.try_send(batch);
+            }
+        }
+        state
+            .telemetry
+            .writer_queue_depth
+            .set((to_writer.max_capacity() - to_writer.capacity()) as i64);
+        if to_writer.send(outcome).await.is_err() {
+            break;
+        }
+    }
+}
+
+/// After each detector round: anomalies and verdict events stored, the web state updated,
+/// verdict events printed and handed to the notifiers.
+async fn publish(mut judgements: mpsc::Receiver<Judgement>, state: Arc<AppState>, store: Store) {
+    while let Some(judgement) = judgements.recv().await {
+        if let Err(error) = store.write_anomalies(&judgement.new_anomalies).await {
+            tracing::warn!(%error, "storing anomalies failed");
+        }
+        state.publish(&judgement);
+        let Some(event) = &judgement.event else { continue };
+        println!("epicenter: VERDICT {}: {}", event.state, event.verdict.describe());
+        state.notifiers.notify(event);
+        if let Err(error) = store.write_verdict(&event.row()).await {
+            tracing::warn!(%error, "storing the verdict failed");
+        }
+    }
+}
+
+/// Waits for Ctrl-C (SIGINT) or SIGTERM (what `kill`, systemd and `docker stop` send) and says
+/// which.
+async fn stop_signal() -> &'static str {
+    let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(terminate) => terminate,
+        Err(error) => {
+            tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops epicenter cleanly");
+            let _ = tokio::signal::ctrl_c().await;
+            return "Ctrl-C";
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => "Ctrl-C",
+        _ = terminate.recv() => "SIGTERM",
+    }
+}

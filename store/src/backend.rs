@@ -1,0 +1,224 @@
+//! [`Store`]: the store a configuration names, embedded or a server, behind one handle that
+//! opens it (creating the schema), answers queries and writes the detector's rows
+//! (`anomalies`, `verdicts`) and a demo's `ground_truth`.
+//!
+//! Samples and scrapes do not go through here: the writer ([`crate::writer`]) streams them
+//! as RowBinary through its [`crate::writer::Sink`].
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::clickhouse::ClickHouseStore;
+use crate::config::StorageConfig;
+use crate::embedded::EmbeddedStore;
+use crate::rows::{AnomalyRow, GroundTruthRow, VerdictRow};
+
+/// The database holding epicenter's tables in the embedded store.
+pub const EMBEDDED_DATABASE: &str = "epicenter";
+
+/// The store a configuration names.
+#[derive(Clone)]
+pub enum Store {
+    /// The embedded chDB engine.
+    Embedded(Arc<EmbeddedStore>),
+    /// A ClickHouse server over HTTP.
+    Server(Arc<ClickHouseStore>),
+}
+
+/// Why a store could not be opened. The message names the setting or the place.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OpenError {
+    /// The configuration cannot be used (a password that cannot be read): exit 64.
+    Config(String),
+    /// The store could not be opened or migrated, or is not an epicenter store: exit 1.
+    Failed(String),
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Config(message) | OpenError::Failed(message) => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+impl Store {
+    /// Opens the store `config` names and creates the schema (idempotent); a server is
+    /// reached through `runtime`. The embedded store is created when missing.
+    pub fn open(config: &StorageConfig, runtime: &tokio::runtime::Runtime) -> Result<Store, OpenError> {
+        if let Some(clickhouse) = &config.clickhouse {
+            let password = clickhouse.password().map_err(OpenError::Config)?;
+            let store = ClickHouseStore::new(clickhouse, password);
+            runtime
+                .block_on(store.migrate(config.retention()))
+                .map_err(|error| OpenError::Failed(format!("creating the schema: {error}")))?;
+            return Ok(Store::Server(Arc::new(store)));
+        }
+        let path = config.embedded_path();
+        let store =
+            EmbeddedStore::open(&path, EMBEDDED_DATABASE).map_err(|error| OpenError::Failed(error.to_string()))?;
+        store
+            .migrate(config.retention())
+            .and_then(|()| store.use_database())
+            .map_err(|error| OpenError::Failed(format!("embedded store at {}: {error}", path.display())))?;
+        Ok(Store::Embedded(Arc::new(store)))
+    }
+
+    /// Opens the store `config` names for reading: a missing embedded store, or a folder that
+    /// is not one, is an error (rather than a new empty store written into it).
+    pub fn open_existing(config: &StorageConfig, runtime: &tokio::runtime::Runtime) -> Result<Store, OpenError> {
+        if config.clickhouse.is_none() {
+            let path = config.embedded_path();
+            if !path.exists() {
+                return Err(OpenError::Failed(format!(
+                    "no epicenter store at {} (relative paths are read from the current directory): run `epicenter run` first, or pass --config or --data naming the store",
+                    path.display()
+                )));
+            }
+            // chDB makes any directory a store on open; a folder without the `epicenter`
+            // database's definition (`metadata/epicenter.sql`, which `run` and `demo` leave) is
+            // someone else's, and reading it must not write a store into it.
+            if !path.join("metadata").join("epicenter.sql").is_file() {
+                return Err(OpenError::Failed(format!(
+                    "{} is not an epicenter store (no metadata/epicenter.sql in it, as `epicenter run` and `epicenter demo` leave): pass --config or --data naming the store",
+                    path.display()
+                )));
+            }
+        }
+        Store::open(config, runtime)
+    }
+
+    /// Runs a query and returns its output in `format` (any ClickHouse output format).
+    /// Blocks; a server is reached through `runtime`.
+    pub fn query(&self, runtime: &tokio::runtime::Runtime, sql: &str, format: &str) -> Result<Vec<u8>, String> {
+        match self {
+            Store::Embedded(store) => store.query(sql, format).map_err(|error| error.to_string()),
+            Store::Server(store) => runtime
+                .block_on(store.query(sql, format))
+                .map_err(|error| error.to_string()),
+        }
+    }
+
+    /// Runs a statement (an insert) from async code: on the blocking pool for the embedded
+    /// engine, over HTTP for a server.
+    pub async fn execute(&self, sql: String) -> Result<(), String> {
+        match self {
+            Store::Embedded(store) => {
+                let store = store.clone();
+                tokio::task::spawn_blocking(move || store.query(&sql, "TabSeparated").map(|_| ()))
+                    .await
+                    .map_err(|error| error.to_string())?
+                    .map_err(|error| error.to_string())
+            }
+            Store::Server(store) => store
+                .query(&sql, "TabSeparated")
+                .await
+                .map(|_| ())
+                .map_err(|error| error.to_string()),
+        }
+    }
+
+    /// Where the store is, for a person: `the embedded store at ./data`, or the server's URL
+    /// and database (never its password).
+    pub fn describe(&self, config: &StorageConfig) -> String {
+        match self {
+            Store::Embedded(_) => format!("the embedded store at {}", config.embedded_path().display()),
+            Store::Server(store) => format!("{store:?}"),
+        }
+    }
+
+    /// Appends rows to `anomalies`. Nothing is sent for no rows.
+    pub async fn write_anomalies(&self, rows: &[AnomalyRow]) -> Result<(), String> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let values: Vec<String> = rows
+            .iter()
+            .map(|row| {
+                format!(
+                    "(fromUnixTimestamp64Milli({}), {}, {}, {}, {}, {}, {}, {}, {}, fromUnixTimestamp64Milli({}))",
+                    row.time_ms,
+                    quote(&row.instance),
+                    quote(&row.placement.dc),
+                    quote(&row.placement.host),
+                    quote(&row.placement.service),
+                    quote(&row.metric),
+                    quote(&row.class),
+                    quote(&row.peer),
+                    if row.score.is_finite() { row.score } else { 0.0 },
+                    row.onset_ms
+                )
+            })
+            .collect();
+        self.execute(format!(
+            "INSERT INTO anomalies (time, instance, dc, host, service, metric, class, peer, score, onset) VALUES {}",
+            values.join(", ")
+        ))
+        .await
+    }
+
+    /// Appends one verdict event to `verdicts`.
+    pub async fn write_verdict(&self, row: &VerdictRow) -> Result<(), String> {
+        let list = |values: &[String]| values.iter().map(|value| quote(value)).collect::<Vec<_>>().join(", ");
+        self.execute(format!(
+            "INSERT INTO verdicts (time, id, state, kind, dc, hosts, service, instances, confidence, onset, opened, evidence) VALUES (fromUnixTimestamp64Milli({}), {}, {}, {}, {}, [{}], {}, [{}], {}, fromUnixTimestamp64Milli({}), fromUnixTimestamp64Milli({}), {})",
+            row.time_ms,
+            quote(&row.id),
+            quote(&row.state),
+            quote(&row.kind),
+            quote(&row.dc),
+            list(&row.hosts),
+            quote(&row.service),
+            list(&row.instances),
+            row.confidence,
+            row.onset_ms,
+            row.opened_ms,
+            quote(&row.evidence_json)
+        ))
+        .await
+    }
+
+    /// Creates `ground_truth` when missing ([`crate::schema::GROUND_TRUTH`]) and appends `rows`
+    /// (what a simulated run injected). Blocks; a server is reached through `runtime`.
+    pub fn write_ground_truth(&self, runtime: &tokio::runtime::Runtime, rows: &[GroundTruthRow]) -> Result<(), String> {
+        self.query(runtime, crate::schema::GROUND_TRUTH, "TabSeparated")?;
+        for row in rows {
+            let list = |values: &[String]| {
+                let quoted: Vec<String> = values.iter().map(|value| quote(value)).collect();
+                format!("[{}]", quoted.join(","))
+            };
+            let sql = format!(
+                "INSERT INTO ground_truth VALUES ({}, {}, {}, {}, {}, {}, fromUnixTimestamp64Milli({}), {})",
+                quote(&row.scenario),
+                quote(&row.kind),
+                quote(&row.service),
+                list(&row.dcs),
+                list(&row.hosts),
+                list(&row.instances),
+                row.onset_ms,
+                row.end_ms
+                    .map_or("NULL".to_string(), |end| format!("fromUnixTimestamp64Milli({end})"))
+            );
+            self.query(runtime, &sql, "TabSeparated")?;
+        }
+        Ok(())
+    }
+}
+
+/// A ClickHouse string literal: single-quoted, with `\` and `'` escaped by a backslash.
+pub fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string_literals_escape_quotes_and_backslashes() {
+        assert_eq!(quote("plain"), "'plain'");
+        assert_eq!(quote(r"it's a \ path"), r"'it\'s a \\ path'");
+    }
+}

@@ -1,0 +1,313 @@
+//! The store's sections of the configuration file: `storage` (the embedded chDB store, the
+//! default, or a ClickHouse server), `batching` (when the writer flushes) and `placement`
+//! (which labels fill the `dc`, `host` and `service` columns). Each has a `problems` check
+//! that needs no I/O; [`ClickHouseConfig::password`] reads the secret at start-up.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use epicenter_config::{is_label_name, ByteSize, Problems, PromDuration, Secret, TlsConfig};
+use serde::Deserialize;
+
+/// `storage`: the embedded chDB store (default) or a ClickHouse server.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    /// The embedded store; used when `clickhouse` is absent.
+    #[serde(default)]
+    pub embedded: Option<EmbeddedConfig>,
+    /// A ClickHouse server over HTTP.
+    #[serde(default)]
+    pub clickhouse: Option<ClickHouseConfig>,
+    /// How long samples are kept (table TTL). Default `30d`.
+    #[serde(default)]
+    pub retention: Option<PromDuration>,
+}
+
+impl StorageConfig {
+    /// Retention with its default of 30 days.
+    pub fn retention(&self) -> Duration {
+        self.retention
+            .map_or(Duration::from_secs(30 * 86_400), |retention| retention.0)
+    }
+
+    /// The embedded store's directory (default `./data`).
+    pub fn embedded_path(&self) -> PathBuf {
+        self.embedded
+            .as_ref()
+            .map_or_else(|| PathBuf::from("./data"), |embedded| embedded.path.clone())
+    }
+
+    /// Records problems with the choice of store and the server's settings (not the
+    /// retention: see [`StorageConfig::retention_problems`]). Checks TLS files exist.
+    pub fn problems(&self, problems: &mut Problems) {
+        if self.embedded.is_some() && self.clickhouse.is_some() {
+            problems.push("storage", "set either embedded or clickhouse, not both");
+        }
+        let Some(clickhouse) = &self.clickhouse else {
+            return;
+        };
+        if !(clickhouse.url.starts_with("http://") || clickhouse.url.starts_with("https://")) {
+            problems.push(
+                "storage.clickhouse.url",
+                format!(
+                    "'{}' must start with http:// or https:// (the HTTP interface, port 8123 by default)",
+                    clickhouse.url
+                ),
+            );
+        }
+        if let Some(tls) = &clickhouse.tls {
+            tls.problems("storage.clickhouse.tls", problems);
+        }
+        if clickhouse.password_env.is_some() && clickhouse.password_file.is_some() {
+            problems.push(
+                "storage.clickhouse",
+                "set either password_env or password_file, not both",
+            );
+        }
+        if clickhouse.database.is_empty()
+            || !clickhouse
+                .database
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            problems.push(
+                "storage.clickhouse.database",
+                format!("'{}' must be letters, digits and '_'", clickhouse.database),
+            );
+        }
+    }
+
+    /// Records a zero `storage.retention`.
+    pub fn retention_problems(&self, problems: &mut Problems) {
+        if self.retention().is_zero() {
+            problems.push("storage.retention", "must be greater than 0");
+        }
+    }
+
+    /// Settings this build accepts but cannot act on, as sentences for warnings.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if let Some(clickhouse) = &self.clickhouse {
+            if clickhouse.tls.is_some() {
+                warnings
+                    .push("storage.clickhouse.tls: not used yet (no TLS towards ClickHouse in this build)".to_string());
+            }
+            if clickhouse.url.starts_with("https://") {
+                warnings.push(format!(
+                    "storage.clickhouse.url: '{}' needs TLS, which this build's ClickHouse client lacks; writes will fail (use the http:// port, 8123 by default, through a TLS-terminating proxy if needed)",
+                    clickhouse.url
+                ));
+            }
+        }
+        warnings
+    }
+}
+
+/// `storage.embedded`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddedConfig {
+    /// Directory of the embedded store. Default `./data`.
+    #[serde(default = "default_data_path")]
+    pub path: PathBuf,
+}
+
+fn default_data_path() -> PathBuf {
+    PathBuf::from("./data")
+}
+
+/// `storage.clickhouse`: a ClickHouse server reached over its HTTP interface.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClickHouseConfig {
+    /// Base URL, e.g. `http://127.0.0.1:8123`.
+    pub url: String,
+    /// Database holding epicenter's tables. Default `epicenter`.
+    #[serde(default = "default_database")]
+    pub database: String,
+    /// User. Default `default`.
+    #[serde(default = "default_user")]
+    pub user: String,
+    /// Environment variable holding the password.
+    #[serde(default)]
+    pub password_env: Option<String>,
+    /// File holding the password (trailing newline ignored).
+    #[serde(default)]
+    pub password_file: Option<PathBuf>,
+    /// TLS settings for `https` URLs.
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+}
+
+fn default_database() -> String {
+    "epicenter".to_string()
+}
+
+fn default_user() -> String {
+    "default".to_string()
+}
+
+impl ClickHouseConfig {
+    /// Reads the password from `password_env` or `password_file` (I/O: call at start-up, not
+    /// in a `problems` check). `Ok(None)` when neither is set. Errors name the key, never the
+    /// value.
+    pub fn password(&self) -> Result<Option<Secret>, String> {
+        if let Some(variable) = &self.password_env {
+            return std::env::var(variable)
+                .map(|value| Some(Secret::new(value)))
+                .map_err(|_| format!("storage.clickhouse.password_env: environment variable {variable} is not set"));
+        }
+        if let Some(path) = &self.password_file {
+            return std::fs::read_to_string(path)
+                .map(|text| Some(Secret::new(text.trim_end_matches(['\n', '\r']).to_string())))
+                .map_err(|error| {
+                    format!(
+                        "storage.clickhouse.password_file: cannot read {}: {error}",
+                        path.display()
+                    )
+                });
+        }
+        Ok(None)
+    }
+}
+
+/// `batching`: the writer flushes when any limit is reached.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchingConfig {
+    /// Rows per batch. Default 1,000,000.
+    #[serde(default = "default_max_rows")]
+    pub max_rows: u64,
+    /// Encoded (RowBinary) bytes per batch. Default `256MiB`: at 100k samples/s a 5 s batch
+    /// is about 95 MB, and a lower cap only makes inserts smaller and dearer (fleet benchmark,
+    /// docs/schema.md, Cost: 0.48 cores at 64 MiB, 0.43 uncapped).
+    #[serde(default = "default_max_bytes")]
+    pub max_bytes: ByteSize,
+    /// Oldest row's age before a flush. Default `5s`: larger, fewer inserts cost the engine
+    /// far less CPU (fleet benchmark, docs/schema.md, Cost), and the detector reads samples
+    /// from the scrape path, not from storage.
+    #[serde(default = "default_max_age")]
+    pub max_age: PromDuration,
+}
+
+impl Default for BatchingConfig {
+    fn default() -> Self {
+        BatchingConfig {
+            max_rows: default_max_rows(),
+            max_bytes: default_max_bytes(),
+            max_age: default_max_age(),
+        }
+    }
+}
+
+impl BatchingConfig {
+    /// Records zero limits.
+    pub fn problems(&self, problems: &mut Problems) {
+        if self.max_rows == 0 {
+            problems.push("batching.max_rows", "must be greater than 0");
+        }
+        if self.max_bytes.0 == 0 {
+            problems.push("batching.max_bytes", "must be greater than 0");
+        }
+        if self.max_age.0.is_zero() {
+            problems.push("batching.max_age", "must be greater than 0");
+        }
+    }
+}
+
+fn default_max_rows() -> u64 {
+    1_000_000
+}
+
+fn default_max_bytes() -> ByteSize {
+    ByteSize(256 << 20)
+}
+
+fn default_max_age() -> PromDuration {
+    PromDuration(Duration::from_secs(5))
+}
+
+/// `placement`: which labels say where a series runs (the `dc`, `host` and `service` columns,
+/// and the detector's datacenter, host and service).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlacementConfig {
+    /// Label naming the datacenter. Default `dc`.
+    #[serde(default = "default_dc_label")]
+    pub dc_label: String,
+    /// Label naming the host. Default `host`.
+    #[serde(default = "default_host_label")]
+    pub host_label: String,
+    /// Label naming the service. Default `service`.
+    #[serde(default = "default_service_label")]
+    pub service_label: String,
+    /// When a series has no host label, take the host part of `instance` (`host:port`).
+    /// Default true.
+    #[serde(default = "default_true")]
+    pub host_from_instance: bool,
+}
+
+impl Default for PlacementConfig {
+    fn default() -> Self {
+        PlacementConfig {
+            dc_label: default_dc_label(),
+            host_label: default_host_label(),
+            service_label: default_service_label(),
+            host_from_instance: true,
+        }
+    }
+}
+
+impl PlacementConfig {
+    /// Records label names that are not valid label names.
+    pub fn problems(&self, problems: &mut Problems) {
+        for (key, name) in [
+            ("placement.dc_label", &self.dc_label),
+            ("placement.host_label", &self.host_label),
+            ("placement.service_label", &self.service_label),
+        ] {
+            if !is_label_name(name) {
+                problems.push(key, format!("'{name}' is not a valid label name"));
+            }
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_dc_label() -> String {
+    "dc".to_string()
+}
+
+fn default_host_label() -> String {
+    "host".to_string()
+}
+
+fn default_service_label() -> String {
+    "service".to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_read_from_the_environment_and_errors_name_the_key() {
+        let config = ClickHouseConfig {
+            url: "http://127.0.0.1:8123".into(),
+            database: "epicenter".into(),
+            user: "default".into(),
+            password_env: Some("EPICENTER_TEST_SURELY_UNSET_VARIABLE".into()),
+            password_file: None,
+            tls: None,
+        };
+        let error = config.password().unwrap_err();
+        assert!(
+            error.contains("EPICENTER_TEST_SURELY_UNSET_VARIABLE is not set"),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,304 @@
+//! The rows epicenter stores: what the collector hands the writer (a scrape's sample rows and
+//! its health report) and what the detector hands the store (anomalies, verdict events).
+//!
+//! A [`Series`] is built once per target and series (name, final labels, id, placement, and
+//! its RowBinary-encoded columns) and shared by every [`SampleRow`] of it. Series ids are
+//! FNV-1a (64 bits, the `fnv` crate) over the name and the labels in name order, stable across
+//! runs and builds (docs/schema.md, `series_id`).
+
+use std::collections::BTreeMap;
+use std::hash::Hasher;
+use std::sync::Arc;
+
+use fnv::FnvHasher;
+
+use crate::config::PlacementConfig;
+use crate::rowbinary;
+
+/// A series' labels, by name (sorted, as Prometheus keeps them).
+pub type Labels = BTreeMap<String, String>;
+
+/// FNV-1a, 64 bits, of `bytes`: stable across runs and builds (schedule offsets, target
+/// identities and series ids must not change when the binary is rebuilt).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash = FnvHasher::default();
+    hash.write(bytes);
+    hash.finish()
+}
+
+/// Stable id of a series: FNV-1a over its name and its labels in name order, as
+/// `name \0 label=value \0 label=value …`.
+pub fn series_id(name: &str, labels: &Labels) -> u64 {
+    let mut hash = FnvHasher::default();
+    hash.write(name.as_bytes());
+    for (label, value) in labels {
+        hash.write(b"\0");
+        hash.write(label.as_bytes());
+        hash.write(b"=");
+        hash.write(value.as_bytes());
+    }
+    hash.finish()
+}
+
+/// Where a series runs, from the placement labels: the `dc`, `host` and `service` columns.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Placement {
+    /// Datacenter (`placement.dc_label`), empty when unknown.
+    pub dc: String,
+    /// Host (`placement.host_label`, else the host part of `instance`).
+    pub host: String,
+    /// Service (`placement.service_label`), empty when unknown.
+    pub service: String,
+}
+
+impl Placement {
+    /// Reads the placement of a series from its labels: the configured label names, and the
+    /// host part of `instance` (`host:port`, IPv6 brackets removed) when there is no host
+    /// label and `placement.host_from_instance` is set.
+    pub fn of(labels: &Labels, config: &PlacementConfig) -> Placement {
+        let get = |name: &str| labels.get(name).cloned().unwrap_or_default();
+        let mut host = get(&config.host_label);
+        if host.is_empty() && config.host_from_instance {
+            if let Some(instance) = labels.get("instance") {
+                host = match instance.rsplit_once(':') {
+                    Some((name, port)) if port.bytes().all(|byte| byte.is_ascii_digit()) => name.to_string(),
+                    _ => instance.clone(),
+                };
+                host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+            }
+        }
+        Placement {
+            dc: get(&config.dc_label),
+            host,
+            service: get(&config.service_label),
+        }
+    }
+}
+
+/// A series as stored: name, final labels, id and placement, computed once per target and
+/// shared by every sample of the series (the collector's scrape cache keeps it between
+/// scrapes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// Metric (sample) name.
+    pub name: String,
+    /// All labels of the series except the name, including `job`, `instance` and placement.
+    pub labels: Labels,
+    /// [`series_id`] of the series.
+    pub id: u64,
+    /// Datacenter, host and service of the series.
+    pub placement: Placement,
+    /// The `samples` columns from `metric` to `labels`, RowBinary-encoded once.
+    encoded: Box<[u8]>,
+}
+
+impl Series {
+    /// Builds a series from its name and final labels: id, placement and encoding.
+    pub fn new(name: String, labels: Labels, placement: &PlacementConfig) -> Series {
+        let id = series_id(&name, &labels);
+        let placement = Placement::of(&labels, placement);
+        let encoded = rowbinary::series_columns(&name, &labels, &placement.dc, &placement.host, &placement.service)
+            .into_boxed_slice();
+        Series {
+            name,
+            labels,
+            id,
+            placement,
+            encoded,
+        }
+    }
+
+    /// RowBinary of the `samples` columns `metric, job, instance, dc, host, service, labels`.
+    pub fn encoded_columns(&self) -> &[u8] {
+        &self.encoded
+    }
+}
+
+/// One stored sample: a point of a [`Series`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleRow {
+    /// Sample time in milliseconds since the epoch (the exposition's timestamp when
+    /// `honor_timestamps`, else the scrape's start).
+    pub timestamp_ms: i64,
+    /// The value.
+    pub value: f64,
+    /// The series the sample belongs to.
+    pub series: Arc<Series>,
+}
+
+/// One scrape's health, as the `scrapes` table stores it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScrapeReport {
+    /// Scrape start, milliseconds since the epoch.
+    pub timestamp_ms: i64,
+    /// Job name.
+    pub job: String,
+    /// `instance` label.
+    pub instance: String,
+    /// Target placement.
+    pub placement: Placement,
+    /// Whether the scrape succeeded.
+    pub up: bool,
+    /// Wall time of the scrape, seconds.
+    pub duration_seconds: f64,
+    /// Samples in the body.
+    pub samples_scraped: u64,
+    /// Samples kept after `metric_relabel_configs`.
+    pub samples_post_metric_relabeling: u64,
+    /// Series not present in the target's previous scrape.
+    pub series_added: u64,
+    /// Why the scrape failed.
+    pub error: Option<String>,
+    /// Identity of the scraped target (the collector's `Target::identity`; not stored, for
+    /// target health).
+    pub target_identity: u64,
+}
+
+/// What one scrape produced: its rows (including the synthetic series) and its report. The
+/// collector sends these to the writer ([`crate::writer::run_writer`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScrapeOutcome {
+    /// Sample rows, body samples first, then the five synthetic series.
+    pub rows: Vec<SampleRow>,
+    /// Health of the scrape.
+    pub report: ScrapeReport,
+}
+
+/// One row of the `anomalies` table: a signal that left its baseline (docs/schema.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnomalyRow {
+    /// The detector round that first saw it, ms since the epoch (the samples' clock).
+    pub time_ms: i64,
+    /// Instance the signal belongs to.
+    pub instance: String,
+    /// Its datacenter, host and service (empty when unknown).
+    pub placement: Placement,
+    /// The signal's metric family.
+    pub metric: String,
+    /// Signal class, lowercase (`availability`, `errors`, `latency`, `saturation`, `traffic`,
+    /// `restart`).
+    pub class: String,
+    /// The peer the signal is about (a client metric's server), empty when none.
+    pub peer: String,
+    /// Robust score (deviations from the baseline, in MAD units); non-finite scores are 0.
+    pub score: f64,
+    /// When the signal left its baseline, ms since the epoch.
+    pub onset_ms: i64,
+}
+
+/// One row of the `verdicts` table: a verdict event (docs/schema.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerdictRow {
+    /// When the event happened, ms since the epoch (the samples' clock).
+    pub time_ms: i64,
+    /// Verdict id: when it opened and what it first named (`<opened ms>-<instance>`).
+    pub id: String,
+    /// `opened`, `updated` or `resolved`.
+    pub state: String,
+    /// Incident kind (`node_loss`, `cold_start`, …).
+    pub kind: String,
+    /// Datacenter named.
+    pub dc: String,
+    /// Hosts named, most likely first.
+    pub hosts: Vec<String>,
+    /// Service named.
+    pub service: String,
+    /// Instances named.
+    pub instances: Vec<String>,
+    /// Confidence, 0..1.
+    pub confidence: f64,
+    /// Onset of the incident, ms since the epoch.
+    pub onset_ms: i64,
+    /// When the verdict opened, ms since the epoch.
+    pub opened_ms: i64,
+    /// The evidence chain, JSON.
+    pub evidence_json: String,
+}
+
+/// One row of the `ground_truth` table: a fault a simulated run injected (docs/schema.md).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroundTruthRow {
+    /// Scenario name.
+    pub scenario: String,
+    /// Incident kind the fault should be named as (`node_loss`, …).
+    pub kind: String,
+    /// Service of the faulty instances.
+    pub service: String,
+    /// Datacenters of the faulty instances.
+    pub dcs: Vec<String>,
+    /// Hosts of the faulty instances.
+    pub hosts: Vec<String>,
+    /// The faulty instances.
+    pub instances: Vec<String>,
+    /// When the fault started, ms since the epoch (the simulated clock).
+    pub onset_ms: i64,
+    /// When it ended, ms since the epoch; `None` while it lasts.
+    pub end_ms: Option<i64>,
+}
+
+/// Appends `rows` in `samples` column order ([`crate::schema::SAMPLE_COLUMNS`]): the time,
+/// the series' pre-encoded columns ([`Series::encoded_columns`]), the value and the series id.
+pub fn encode_samples(rows: &[SampleRow], out: &mut Vec<u8>) {
+    for row in rows {
+        out.extend_from_slice(&row.timestamp_ms.to_le_bytes());
+        out.extend_from_slice(row.series.encoded_columns());
+        out.extend_from_slice(&row.value.to_le_bytes());
+        out.extend_from_slice(&row.series.id.to_le_bytes());
+    }
+}
+
+/// Appends `reports` in `scrapes` column order ([`crate::schema::SCRAPE_COLUMNS`]).
+pub fn encode_scrapes(reports: &[ScrapeReport], out: &mut Vec<u8>) {
+    for report in reports {
+        out.extend_from_slice(&report.timestamp_ms.to_le_bytes());
+        rowbinary::string(&report.job, out);
+        rowbinary::string(&report.instance, out);
+        rowbinary::string(&report.placement.dc, out);
+        rowbinary::string(&report.placement.host, out);
+        rowbinary::string(&report.placement.service, out);
+        out.push(u8::from(report.up));
+        out.extend_from_slice(&report.duration_seconds.to_le_bytes());
+        out.extend_from_slice(&report.samples_scraped.to_le_bytes());
+        out.extend_from_slice(&report.samples_post_metric_relabeling.to_le_bytes());
+        out.extend_from_slice(&report.series_added.to_le_bytes());
+        rowbinary::string(report.error.as_deref().unwrap_or(""), out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placement_comes_from_labels_or_instance() {
+        let config = PlacementConfig::default();
+        let labels: Labels = [("dc", "dc-1"), ("instance", "redis-7.dc-1:9121"), ("service", "redis")]
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect();
+        let placement = Placement::of(&labels, &config);
+        assert_eq!(
+            placement,
+            Placement {
+                dc: "dc-1".into(),
+                host: "redis-7.dc-1".into(),
+                service: "redis".into()
+            }
+        );
+        let ipv6: Labels = [("instance".to_string(), "[::1]:9100".to_string())]
+            .into_iter()
+            .collect();
+        assert_eq!(Placement::of(&ipv6, &config).host, "::1");
+    }
+
+    #[test]
+    fn series_ids_hash_name_and_sorted_labels() {
+        let labels: Labels = [("b".to_string(), "2".to_string()), ("a".to_string(), "1".to_string())]
+            .into_iter()
+            .collect();
+        assert_eq!(series_id("up", &labels), fnv1a(b"up\0a=1\0b=2"));
+        assert_ne!(series_id("up", &labels), series_id("down", &labels));
+        // The published FNV-1a 64 test vector ("a"), so ids match other FNV-1a implementations.
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}

@@ -1,0 +1,182 @@
+//! epicenter's HTTP API (axum): `/metrics` (its own metrics), `/healthz`, `/readyz`,
+//! `/api/v1/targets` (what Prometheus's targets page shows), `/api/v1/verdicts`,
+//! `/api/v1/graph` and `/api/v1/notifiers`. Responses follow Prometheus's API envelope
+//! (`{"status": "success", "data": …}`).
+
+use std::sync::{Arc, Mutex};
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::{Json, Router};
+use epicenter_collector::targets::{TargetRegistry, TargetStatus};
+use epicenter_detector::live::Judgement;
+use epicenter_detector::reference::GraphDocument;
+use epicenter_detector::{Verdict, VerdictEvent};
+use epicenter_oncall::Notifiers;
+use serde::Serialize;
+
+use crate::telemetry::Telemetry;
+
+/// What the handlers share.
+pub struct AppState {
+    /// epicenter's own metrics.
+    pub telemetry: Telemetry,
+    /// Every target's health (the collector updates it).
+    pub targets: Arc<TargetRegistry>,
+    /// The open verdict and the history of verdict events.
+    pub verdicts: Mutex<VerdictBook>,
+    /// The dependency graph the detector reasons over (after its first round).
+    pub graph: Mutex<Option<GraphDocument>>,
+    /// Where verdicts are sent (for their delivery counters).
+    pub notifiers: Notifiers,
+}
+
+/// Verdict events kept for `/api/v1/verdicts`.
+const HISTORY: usize = 100;
+
+impl AppState {
+    /// Publishes one round of the live detector: the open verdict and the event (kept, the
+    /// last 100), the graph, and `epicenter_verdict_open`.
+    pub fn publish(&self, judgement: &Judgement) {
+        if let Ok(mut slot) = self.graph.lock() {
+            *slot = Some(judgement.graph.clone());
+        }
+        if let Ok(mut book) = self.verdicts.lock() {
+            book.open = judgement.open.clone();
+            if let Some(event) = &judgement.event {
+                book.history.push(event.clone());
+                let excess = book.history.len().saturating_sub(HISTORY);
+                book.history.drain(..excess);
+            }
+        }
+        let gauge = &self.telemetry.verdict_open;
+        gauge.reset();
+        if let Some(verdict) = &judgement.open {
+            let host = verdict.hosts.first().map_or("", String::as_str);
+            gauge
+                .with_label_values(&[
+                    verdict.dc.as_str(),
+                    host,
+                    verdict.service.as_str(),
+                    verdict.kind.as_str(),
+                ])
+                .set(1);
+        }
+    }
+}
+
+/// What `/api/v1/verdicts` serves.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct VerdictBook {
+    /// The open verdict, if any.
+    pub open: Option<Verdict>,
+    /// Verdict events, oldest first: `opened`, `updated` (the answer changed) and
+    /// `resolved`, with their time (ms since the epoch); the last 100.
+    pub history: Vec<VerdictEvent>,
+}
+
+/// The router: `/metrics`, `/healthz`, `/readyz`, `/api/v1/targets`, `/api/v1/verdicts`,
+/// `/api/v1/graph`, `/api/v1/notifiers`.
+pub fn app(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready))
+        .route("/api/v1/targets", get(targets))
+        .route("/api/v1/verdicts", get(verdicts))
+        .route("/api/v1/graph", get(graph))
+        .route("/api/v1/notifiers", get(notifiers))
+        .with_state(state)
+}
+
+/// `/api/v1/graph`: the instance dependency graph as JSON (`{"status", "data": {"nodes",
+/// "edges"}}`), or Graphviz DOT with `?format=dot`. 503 before the detector's first round.
+async fn graph(
+    State(state): State<Arc<AppState>>,
+    axum::extract::Query(query): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> axum::response::Response {
+    let document = state
+        .graph
+        .lock()
+        .map(|graph| graph.clone())
+        .unwrap_or_else(|poisoned| poisoned.into_inner().clone());
+    let Some(document) = document else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the detector has not judged a round yet\n",
+        )
+            .into_response();
+    };
+    if query.get("format").map(String::as_str) == Some("dot") {
+        return (
+            [(header::CONTENT_TYPE, "text/vnd.graphviz; charset=utf-8")],
+            epicenter_detector::reference::to_dot(&document),
+        )
+            .into_response();
+    }
+    Json(serde_json::json!({"status": "success", "data": document})).into_response()
+}
+
+/// `/api/v1/notifiers`: per notifier, name, type, url and delivery counters (sent, failed,
+/// dropped).
+async fn notifiers(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    Json(serde_json::json!({"status": "success", "data": state.notifiers.status()}))
+}
+
+/// `/api/v1/verdicts`: `{"status": "success", "data": {"open": …, "history": […]}}`.
+async fn verdicts(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    let book = state
+        .verdicts
+        .lock()
+        .map(|book| book.clone())
+        .unwrap_or_else(|poisoned| poisoned.into_inner().clone());
+    Json(serde_json::json!({"status": "success", "data": book}))
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    match state.telemetry.render() {
+        Ok(text) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+            text,
+        ),
+        Err(error) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("cannot encode metrics: {error}\n"),
+        ),
+    }
+}
+
+async fn ready(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+    // Storage is migrated before the server starts; the first round of scrapes is what remains.
+    match state.targets.first_round_done() {
+        (true, _) => (StatusCode::OK, "ready\n".to_string()),
+        (false, waiting) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {waiting} targets not scraped yet\n"),
+        ),
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TargetsData {
+    active_targets: Vec<TargetStatus>,
+}
+
+#[derive(Serialize)]
+struct TargetsResponse {
+    status: &'static str,
+    data: TargetsData,
+}
+
+async fn targets(State(state): State<Arc<AppState>>) -> Json<TargetsResponse> {
+    let active_targets = state.targets.statuses();
+    Json(TargetsResponse {
+        status: "success",
+        data: TargetsData { active_targets },
+    })
+}

@@ -1,0 +1,16 @@
+//! epicenter's own HTTP server (axum): its metrics at `/metrics`, `/healthz`, `/readyz`, and
+//! the API an investigation reads while the incident is on (`/api/v1/targets`,
+//! `/api/v1/verdicts`, `/api/v1/graph`, `/api/v1/notifiers`).
+//!
+//! **Enters:** scrape outcomes (for its own metrics, [`telemetry::Telemetry::observe`]), the
+//! collector's target health, the live detector's judgements ([`api::AppState::publish`]),
+//! the writer's and the notifiers' counters, and the `server` section ([`config`]).
+//! **Leaves:** HTTP responses. **Never:** writes to the store, changes what is scraped, or
+//! blocks the pipeline (handlers read snapshots behind short locks).
+
+pub mod api;
+pub mod config;
+pub mod telemetry;
+
+pub use api::{app, AppState, VerdictBook};
+pub use telemetry::Telemetry;

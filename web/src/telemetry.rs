@@ -1,0 +1,193 @@
+//! epicenter's own metrics, in one registry built by the binary and rendered at `/metrics`
+//! (Prometheus text format 0.0.4). Names follow `epicenter_<subsystem>_<name>_<unit>[_total]`
+//! with base units; every metric is listed in docs/telemetry.md.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use epicenter_store::rows::ScrapeOutcome;
+use epicenter_store::writer::WriterStats;
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::MetricFamily;
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+/// Label name for the scrape job.
+const LABEL_JOB: &str = "job";
+/// Label name for a scrape's result (`up`, `down`).
+const LABEL_RESULT: &str = "result";
+
+/// epicenter's own metrics, registered in one registry built by `run` (docs/telemetry.md).
+pub struct Telemetry {
+    registry: Registry,
+    scrape_duration_seconds: HistogramVec,
+    scrapes_total: IntCounterVec,
+    samples_scraped_total: IntCounterVec,
+    /// Scrape outcomes waiting for the writer.
+    pub writer_queue_depth: IntGauge,
+    /// 1 per open verdict, labelled by where and what.
+    pub verdict_open: IntGaugeVec,
+}
+
+impl Telemetry {
+    /// Builds the registry with the scrape metrics and the writer's counters.
+    pub fn new(writer: Arc<WriterStats>) -> Result<Telemetry, prometheus::Error> {
+        let registry = Registry::new();
+        let scrape_duration_seconds = HistogramVec::new(
+            HistogramOpts::new("epicenter_scrape_duration_seconds", "Wall time of one scrape, seconds.")
+                .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
+            &[LABEL_JOB],
+        )?;
+        let scrapes_total = IntCounterVec::new(
+            Opts::new(
+                "epicenter_scrapes_total",
+                "Scrapes finished, by job and result (up, down).",
+            ),
+            &[LABEL_JOB, LABEL_RESULT],
+        )?;
+        let samples_scraped_total = IntCounterVec::new(
+            Opts::new(
+                "epicenter_scrape_samples_scraped_total",
+                "Samples read from targets' bodies.",
+            ),
+            &[LABEL_JOB],
+        )?;
+        let writer_queue_depth = IntGauge::new(
+            "epicenter_writer_queue_depth",
+            "Scrape outcomes waiting for the writer.",
+        )?;
+        registry.register(Box::new(scrape_duration_seconds.clone()))?;
+        registry.register(Box::new(scrapes_total.clone()))?;
+        registry.register(Box::new(samples_scraped_total.clone()))?;
+        registry.register(Box::new(writer_queue_depth.clone()))?;
+        let verdict_open = IntGaugeVec::new(
+            Opts::new(
+                "epicenter_verdict_open",
+                "1 while a root-cause verdict is open, by datacenter, host, service and kind.",
+            ),
+            &["dc", "host", "service", "kind"],
+        )?;
+        registry.register(Box::new(verdict_open.clone()))?;
+        registry.register(Box::new(WriterCollector::new(writer)?))?;
+        Ok(Telemetry {
+            registry,
+            scrape_duration_seconds,
+            scrapes_total,
+            samples_scraped_total,
+            writer_queue_depth,
+            verdict_open,
+        })
+    }
+
+    /// Records one scrape.
+    pub fn observe(&self, outcome: &ScrapeOutcome) {
+        let report = &outcome.report;
+        self.scrape_duration_seconds
+            .with_label_values(&[report.job.as_str()])
+            .observe(report.duration_seconds);
+        let result = if report.up { "up" } else { "down" };
+        self.scrapes_total
+            .with_label_values(&[report.job.as_str(), result])
+            .inc();
+        self.samples_scraped_total
+            .with_label_values(&[report.job.as_str()])
+            .inc_by(report.samples_scraped);
+    }
+
+    /// The registry in the text format, or why it cannot be encoded.
+    pub fn render(&self) -> Result<String, prometheus::Error> {
+        let mut buffer = Vec::new();
+        TextEncoder::new().encode(&self.registry.gather(), &mut buffer)?;
+        Ok(String::from_utf8_lossy(&buffer).into_owned())
+    }
+}
+
+/// Exposes the writer's atomic counters as Prometheus counters at collection time.
+struct WriterCollector {
+    stats: Arc<WriterStats>,
+    descriptions: Vec<Desc>,
+}
+
+/// (name, help, table label value) of the writer counters.
+const WRITER_COUNTERS: [(&str, &str); 3] = [
+    (
+        "epicenter_sink_rows_written_total",
+        "Rows written to the store, by table.",
+    ),
+    (
+        "epicenter_sink_rows_failed_total",
+        "Sample rows dropped after 3 failed flush attempts.",
+    ),
+    ("epicenter_writer_batches_flushed_total", "Batches the writer flushed."),
+];
+
+impl WriterCollector {
+    fn new(stats: Arc<WriterStats>) -> Result<WriterCollector, prometheus::Error> {
+        let descriptions = WRITER_COUNTERS
+            .iter()
+            .map(|(name, help)| Desc::new(name.to_string(), help.to_string(), Vec::new(), Default::default()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(WriterCollector { stats, descriptions })
+    }
+}
+
+fn counter_family(name: &str, help: &str, values: &[(Option<(&str, &str)>, u64)]) -> MetricFamily {
+    let mut family = MetricFamily::default();
+    family.set_name(name.to_string());
+    family.set_help(help.to_string());
+    family.set_field_type(prometheus::proto::MetricType::COUNTER);
+    for (label, value) in values {
+        let mut metric = prometheus::proto::Metric::default();
+        if let Some((label_name, label_value)) = label {
+            let mut pair = prometheus::proto::LabelPair::default();
+            pair.set_name(label_name.to_string());
+            pair.set_value(label_value.to_string());
+            metric.set_label(vec![pair]);
+        }
+        let mut counter = prometheus::proto::Counter::default();
+        counter.set_value(*value as f64);
+        metric.set_counter(counter);
+        family.mut_metric().push(metric);
+    }
+    family
+}
+
+impl Collector for WriterCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descriptions.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let stats = &self.stats;
+        vec![
+            counter_family(
+                WRITER_COUNTERS[0].0,
+                WRITER_COUNTERS[0].1,
+                &[
+                    (
+                        Some(("table", "samples")),
+                        stats.sample_rows_written.load(Ordering::Relaxed),
+                    ),
+                    (
+                        Some(("table", "scrapes")),
+                        stats.scrape_rows_written.load(Ordering::Relaxed),
+                    ),
+                ],
+            ),
+            counter_family(
+                WRITER_COUNTERS[1].0,
+                WRITER_COUNTERS[1].1,
+                &[(
+                    Some(("table", "samples")),
+                    stats.sample_rows_failed.load(Ordering::Relaxed),
+                )],
+            ),
+            counter_family(
+                WRITER_COUNTERS[2].0,
+                WRITER_COUNTERS[2].1,
+                &[(None, stats.batches_flushed.load(Ordering::Relaxed))],
+            ),
+        ]
+    }
+}
