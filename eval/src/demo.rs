@@ -118,3 +118,83 @@ pub fn suggested_queries(kind: &str, scenario: &str) -> Vec<String> {
         "SELECT scenario, kind, dcs, hosts, instances, onset FROM ground_truth ORDER BY onset DESC LIMIT 5".to_string(),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fault(onset_ms: i64, end_ms: Option<i64>) -> Truth {
+        Truth {
+            scenario: "s".into(),
+            kind: "node_loss".into(),
+            service: "redis".into(),
+            dcs: vec!["dc-2".into()],
+            hosts: vec!["dc-2-host-3".into()],
+            instances: vec!["redis-2-1".into()],
+            onset_ms,
+            end_ms,
+        }
+    }
+
+    #[test]
+    fn only_faults_that_started_happened_and_a_cut_short_one_ends_there() {
+        let truth = vec![fault(10_000, Some(20_000)), fault(50_000, None), fault(90_000, None)];
+        // A run of 100 s stopped at 60 s: the third never started, the second ends at 60 s.
+        let reached = truth_reached(truth.clone(), 0, 60_000, 100_000);
+        assert_eq!(reached.len(), 2);
+        assert_eq!(reached[0].end_ms, Some(20_000));
+        assert_eq!(reached[1].end_ms, Some(60_000));
+        // A run that reached its end leaves an open-ended fault open.
+        let reached = truth_reached(truth, 0, 100_000, 100_000);
+        assert_eq!(reached.len(), 3);
+        assert_eq!(reached[2].end_ms, None);
+    }
+
+    #[test]
+    fn the_first_verdict_after_the_onset_is_judged() {
+        let rows = "unknown\tdc-1\tdc-1-host-1\t5000\nnot a row\nnode_loss\tdc-2\tdc-2-host-3\t13500\nslow_node\tdc-1\tdc-1-host-2\t20000\n";
+        let opened = OpenedVerdict::parse_rows(rows);
+        assert_eq!(opened.len(), 3, "{opened:?}");
+        let first = first_verdict_after(&fault(10_000, None), &opened).unwrap();
+        assert_eq!(first.verdict.kind, "node_loss");
+        assert_eq!(first.seconds_after_onset, 3);
+        assert!(first.host_right && first.dc_right);
+        let wrong = first_verdict_after(&fault(15_000, None), &opened).unwrap();
+        assert_eq!(wrong.verdict.kind, "slow_node");
+        assert!(!wrong.host_right && !wrong.dc_right);
+        assert_eq!(first_verdict_after(&fault(30_000, None), &opened), None);
+    }
+
+    #[test]
+    fn truth_rows_carry_every_field() {
+        let rows = truth_rows(&[fault(10_000, Some(20_000))]);
+        assert_eq!(rows[0].instances, ["redis-2-1"]);
+        assert_eq!((rows[0].onset_ms, rows[0].end_ms), (10_000, Some(20_000)));
+        assert_eq!(rows[0].kind, "node_loss");
+    }
+
+    #[test]
+    fn every_fault_kind_has_its_own_query() {
+        let kinds = [
+            "node_loss",
+            "slow_node",
+            "cold_start",
+            "slow_database",
+            "retry_storm",
+            "dc_degradation",
+            "session_loss",
+        ];
+        let overview = suggested_queries("none", "s")[0].clone();
+        for kind in kinds {
+            let queries = suggested_queries(kind, "it's");
+            assert_eq!(queries.len(), 3);
+            assert_ne!(queries[0], overview, "{kind}");
+            // The scenario name is quoted as an SQL string.
+            assert!(
+                queries[0].contains("labels['scenario'] = 'it''s'"),
+                "{kind}: {}",
+                queries[0]
+            );
+        }
+    }
+}

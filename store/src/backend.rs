@@ -161,17 +161,16 @@ impl Store {
 
     /// Appends one verdict event to `verdicts`.
     pub async fn write_verdict(&self, row: &VerdictRow) -> Result<(), String> {
-        let list = |values: &[String]| values.iter().map(|value| quote(value)).collect::<Vec<_>>().join(", ");
         self.execute(format!(
-            "INSERT INTO verdicts (time, id, state, kind, dc, hosts, service, instances, confidence, onset, opened, evidence) VALUES (fromUnixTimestamp64Milli({}), {}, {}, {}, {}, [{}], {}, [{}], {}, fromUnixTimestamp64Milli({}), fromUnixTimestamp64Milli({}), {})",
+            "INSERT INTO verdicts (time, id, state, kind, dc, hosts, service, instances, confidence, onset, opened, evidence) VALUES (fromUnixTimestamp64Milli({}), {}, {}, {}, {}, {}, {}, {}, {}, fromUnixTimestamp64Milli({}), fromUnixTimestamp64Milli({}), {})",
             row.time_ms,
             quote(&row.id),
             quote(&row.state),
             quote(&row.kind),
             quote(&row.dc),
-            list(&row.hosts),
+            array(&row.hosts),
             quote(&row.service),
-            list(&row.instances),
+            array(&row.instances),
             row.confidence,
             row.onset_ms,
             row.opened_ms,
@@ -185,18 +184,14 @@ impl Store {
     pub fn write_ground_truth(&self, runtime: &tokio::runtime::Runtime, rows: &[GroundTruthRow]) -> Result<(), String> {
         self.query(runtime, crate::schema::GROUND_TRUTH, "TabSeparated")?;
         for row in rows {
-            let list = |values: &[String]| {
-                let quoted: Vec<String> = values.iter().map(|value| quote(value)).collect();
-                format!("[{}]", quoted.join(","))
-            };
             let sql = format!(
                 "INSERT INTO ground_truth VALUES ({}, {}, {}, {}, {}, {}, fromUnixTimestamp64Milli({}), {})",
                 quote(&row.scenario),
                 quote(&row.kind),
                 quote(&row.service),
-                list(&row.dcs),
-                list(&row.hosts),
-                list(&row.instances),
+                array(&row.dcs),
+                array(&row.hosts),
+                array(&row.instances),
                 row.onset_ms,
                 row.end_ms
                     .map_or("NULL".to_string(), |end| format!("fromUnixTimestamp64Milli({end})"))
@@ -212,6 +207,12 @@ pub fn quote(text: &str) -> String {
     format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
 }
 
+/// A ClickHouse `Array(String)` literal of `values`: `['a', 'b']`.
+pub fn array(values: &[String]) -> String {
+    let quoted: Vec<String> = values.iter().map(|value| quote(value)).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,5 +221,7 @@ mod tests {
     fn string_literals_escape_quotes_and_backslashes() {
         assert_eq!(quote("plain"), "'plain'");
         assert_eq!(quote(r"it's a \ path"), r"'it\'s a \\ path'");
+        assert_eq!(array(&["a".to_string(), "b'c".to_string()]), r"['a', 'b\'c']");
+        assert_eq!(array(&[]), "[]");
     }
 }
