@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
-use epicenter_collector::exposition::{parse, write_json, FormatChoice, ParseOptions, Rule, Validation};
+use epicenter_collector::exposition::{parse, write_json, FormatChoice, ParseOptions, Validation};
 use epicenter_config::PromDuration;
 
 use crate::config::Config;
@@ -225,12 +225,7 @@ fn check_metrics(args: MetricsArgs) -> ExitCode {
             return ExitCode::from(EXIT_UNREADABLE);
         }
     }
-    let tolerated = exposition
-        .warnings
-        .iter()
-        .filter(|warning| warning.rule != Rule::FormatFallback)
-        .count()
-        + exposition.warnings_dropped;
+    let tolerated = exposition.strict_rejections();
     let mut note = String::new();
     if total_warnings > 0 {
         note.push_str(&format!(", {}", plural(total_warnings, "warning", "warnings")));

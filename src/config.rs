@@ -53,8 +53,10 @@ impl Config {
         epicenter_config::from_yaml(text)
     }
 
-    /// Checks every section (no network; TLS files are read) in the order the file lists
-    /// them, and returns the scrape jobs with their defaults resolved, or every problem.
+    /// Checks every section (no network; TLS files are read) and returns the scrape jobs with
+    /// their defaults resolved, or every problem. Problems come in a fixed order, whatever the
+    /// file's: `global` and `scrape_configs`, `storage`, `notifiers`, `storage.retention`,
+    /// `batching`, `server`, `placement` (the order epicenter has always reported them in).
     pub(crate) fn validate(&self) -> Result<Vec<Job>, Vec<ConfigError>> {
         let mut problems = Problems::default();
         let jobs = epicenter_collector::config::jobs(&self.global, &self.scrape_configs, &mut problems);
@@ -173,7 +175,7 @@ batching: {max_rows: 0}
     }
 
     #[test]
-    fn every_section_is_checked_in_file_order() {
+    fn every_section_is_checked_and_problems_come_in_a_fixed_order() {
         let yaml = "
 storage: {retention: 0s}
 batching: {max_bytes: 0, max_age: 0s}

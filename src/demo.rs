@@ -6,7 +6,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use epicenter_eval::demo::{first_verdict_after, suggested_queries, truth_reached, truth_rows, OpenedVerdict};
+use epicenter_eval::demo::{
+    collector_config, first_verdict_after, ground_truth_query, opened_verdicts_query, scrapes_by_service_query,
+    suggested_queries, truth_reached, truth_rows, Mark, OpenedVerdict, Timeline,
+};
 use epicenter_fleet::scenario::Scenario;
 use epicenter_fleet::truth::Truth;
 use epicenter_store::Store;
@@ -131,40 +134,6 @@ pub(crate) fn run(args: &DemoArgs) -> ExitCode {
     code
 }
 
-/// The collector configuration the demo runs: one job per service, every instance a static
-/// target labelled with its datacenter, host and service; simulated timestamps honoured.
-fn collector_config(
-    scenario: &Scenario,
-    served: &[epicenter_fleet::serve::ServedInstance],
-    interval: Duration,
-    data: &std::path::Path,
-) -> String {
-    let interval_ms = interval.as_millis().max(100);
-    let timeout_ms = (interval_ms * 8 / 10).max(80);
-    let mut yaml = format!(
-        "global:\n  scrape_interval: {interval_ms}ms\n  scrape_timeout: {timeout_ms}ms\n  external_labels: {{scenario: {}}}\nscrape_configs:\n",
-        scenario.name
-    );
-    for service in ["api", "backend", "redis", "db", "gateway", "voice", "media"] {
-        yaml.push_str(&format!("  - job_name: {service}\n    static_configs:\n"));
-        for target in served.iter().filter(|target| target.instance.service.name() == service) {
-            yaml.push_str(&format!(
-                "      - targets: ['{}']\n        labels: {{dc: {}, host: {}, service: {service}, pod: {}}}\n",
-                target.address, target.instance.dc, target.instance.host, target.instance.name
-            ));
-        }
-    }
-    yaml.push_str(&format!(
-        "storage:\n  embedded:\n    path: '{}'\nserver:\n  listen_address: 127.0.0.1:0\ndetector:\n  interval: {interval_ms}ms\n  dependencies:\n{}",
-        data.display().to_string().replace('\'', "''"),
-        epicenter_eval::scenarios::fleet_dependencies()
-            .iter()
-            .map(|d| format!("    - {{caller: {}, callee: {}, same_dc: {}}}\n", d.caller, d.callee, d.same_dc))
-            .collect::<String>()
-    ));
-    yaml
-}
-
 /// Prints a line every 30 simulated seconds, and when a fault starts or ends.
 async fn timeline(
     mut clock: watch::Receiver<u64>,
@@ -174,34 +143,26 @@ async fn timeline(
 ) {
     let mut previous_received = headline().redis_connections_received;
     let mut previous_second = 0u64;
-    // The clock is a watch channel: under load a reader sees only the latest second, so every
-    // mark is printed when the clock passes it, not only when it lands on it.
-    let mut seen_second: Option<u64> = None;
+    let mut marks = Timeline::new(&truth, start_ms);
     while clock.changed().await.is_ok() {
         let second = *clock.borrow();
-        let now_ms = start_ms + second as i64 * 1000;
-        let before_ms = seen_second.map_or(i64::MIN, |seen| start_ms + seen as i64 * 1000);
-        let passed = |at_ms: i64| before_ms < at_ms && at_ms <= now_ms;
-        let crossed_progress = seen_second.map_or(second % 30 == 0, |seen| second / 30 > seen / 30);
-        seen_second = Some(second);
-        for fault in &truth {
-            if passed(fault.onset_ms) {
-                println!(
+        let (passed, progress) = marks.advance(second);
+        for mark in passed {
+            match mark {
+                Mark::Starts(fault) => println!(
                     "[+{second:>5}s] FAULT starts: {} of {} on {}",
                     fault.kind,
                     fault.instances.join(", "),
                     fault.hosts.join(", ")
-                );
-            }
-            if fault.end_ms.is_some_and(passed) {
-                println!(
+                ),
+                Mark::Ends(fault) => println!(
                     "[+{second:>5}s] fault ends: {} of {}",
                     fault.kind,
                     fault.instances.join(", ")
-                );
+                ),
             }
         }
-        if !crossed_progress {
+        if !progress {
             continue;
         }
         let figures = headline();
@@ -231,22 +192,9 @@ fn summary(store: &Store, runtime: &tokio::runtime::Runtime, scenario: &Scenario
             .unwrap_or_else(|error| format!("(query failed: {error})\n"))
     };
     println!("\nWhat the store holds for this run (scrapes by service):");
-    print!(
-        "{}",
-        ask(&format!(
-            "SELECT service, count() AS scrapes, sum(up) AS up, sum(samples_scraped) AS samples FROM scrapes \
-             WHERE time >= fromUnixTimestamp64Milli({start_ms}) GROUP BY service ORDER BY service"
-        ))
-    );
+    print!("{}", ask(&scrapes_by_service_query(start_ms)));
     let opened = store
-        .query(
-            runtime,
-            &format!(
-                "SELECT kind, dc, arrayElement(hosts, 1), toUnixTimestamp64Milli(time) FROM verdicts \
-                 WHERE state = 'opened' AND time >= fromUnixTimestamp64Milli({start_ms}) ORDER BY time"
-            ),
-            "TabSeparated",
-        )
+        .query(runtime, &opened_verdicts_query(start_ms), "TabSeparated")
         .map(|bytes| OpenedVerdict::parse_rows(&String::from_utf8_lossy(&bytes)))
         .unwrap_or_default();
     if truth.is_empty() {
@@ -254,12 +202,7 @@ fn summary(store: &Store, runtime: &tokio::runtime::Runtime, scenario: &Scenario
         println!("Verdicts opened: {}", opened.len());
     } else {
         println!("\nGround truth (table ground_truth):");
-        print!(
-            "{}",
-            ask(&format!(
-                "SELECT scenario, kind, service, dcs, hosts, instances, onset FROM ground_truth WHERE onset >= fromUnixTimestamp64Milli({start_ms}) ORDER BY onset"
-            ))
-        );
+        print!("{}", ask(&ground_truth_query(start_ms)));
         match first_verdict_after(&truth[0], &opened) {
             Some(first) => println!(
                 "\nThe detector's first verdict after the fault: {} on {} in {}, {} simulated seconds after the onset: host {}, datacenter {}.",

@@ -46,22 +46,7 @@ pub(crate) fn run(args: &FleetArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let groups: Vec<serde_json::Value> = fleet
-        .served
-        .iter()
-        .map(|served| {
-            serde_json::json!({
-                "targets": [served.address],
-                "labels": {
-                    "dc": served.instance.dc,
-                    "host": served.instance.host,
-                    "service": served.instance.service.name(),
-                    "pod": served.instance.name,
-                }
-            })
-        })
-        .collect();
-    let document = serde_json::Value::Array(groups);
+    let document = fleet.file_sd();
     if let Some(path) = &args.targets_file {
         let text = serde_json::to_string_pretty(&document).unwrap_or_default();
         if let Err(error) = std::fs::write(path, text + "\n") {

@@ -22,7 +22,7 @@ use clap::{Parser, Subcommand};
 /// It scrapes client, connection-pool and mailbox metrics into ClickHouse and correlates
 /// spikes across the service dependency graph: `run` scrapes and detects live, `demo` shows
 /// it on a simulated fleet, `replay` and `eval` judge stored or scripted incidents.
-/// Logs: EPICENTER_LOG=info (or debug, per module: epicenter_collector=debug).
+/// Logs: EPICENTER_LOG=info (or debug, per crate: epicenter_collector=debug, epicenter_store=debug).
 #[derive(Parser, Debug)]
 #[command(name = "epicenter", version, about, long_about = None, propagate_version = true)]
 struct Cli {

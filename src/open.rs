@@ -66,15 +66,10 @@ pub(crate) fn load_scenario(name: &str, speed: Option<f64>) -> Result<Scenario, 
         ExitCode::from(EXIT_CONFIG)
     })?;
     if let Some(speed) = speed {
-        if !(speed.is_finite() && speed > 0.0 && speed <= scenario.max_speed()) {
-            eprintln!(
-                "error: --speed {speed}: must be above 0 and at most {} for this scenario (its {} scrape interval must stay at least 100 ms of wall time)",
-                scenario.max_speed(),
-                scenario.scrape_interval
-            );
+        if let Err(message) = scenario.set_speed(speed) {
+            eprintln!("error: --speed {speed}: {message}");
             return Err(ExitCode::from(EXIT_CONFIG));
         }
-        scenario.speed = speed;
     }
     Ok(scenario)
 }

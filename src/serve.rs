@@ -36,8 +36,6 @@ const OUTCOME_QUEUE: usize = 1024;
 const DETECTOR_QUEUE: usize = 4096;
 /// Judgements waiting to be stored, published and paged.
 const JUDGEMENT_QUEUE: usize = 16;
-/// The detector never judges more often than this.
-const FASTEST_TICK: Duration = Duration::from_millis(100);
 
 /// Scrapes `jobs` into `store` until `run_for` passes or a signal comes, serving epicenter's
 /// own endpoints and running the detector; flushes before returning.
@@ -87,7 +85,7 @@ pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for:
         targets: Arc::new(TargetRegistry::default()),
         verdicts: std::sync::Mutex::new(VerdictBook::default()),
         graph: std::sync::Mutex::new(None),
-        notifiers: Notifiers::start(&config.notifiers, shutdown.clone()),
+        notifiers: Arc::new(Notifiers::start(&config.notifiers, shutdown.clone())),
     });
     let listener = match tokio::net::TcpListener::bind(&config.server.listen_address).await {
         Ok(listener) => listener,
@@ -120,11 +118,7 @@ pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for:
     let (to_detector, detector_inbox) = mpsc::channel::<Batch>(DETECTOR_QUEUE);
     let rule_metrics = detector_rules.as_deref().map(live::rule_metrics).unwrap_or_default();
     let detector_tasks = detector_rules.map(|rules| {
-        let tick = config
-            .detector
-            .interval
-            .map_or(config.global.scrape_interval.0, |interval| interval.0)
-            .max(FASTEST_TICK);
+        let tick = config.detector.tick(config.global.scrape_interval.0);
         let (judged, judgements) = mpsc::channel::<Judgement>(JUDGEMENT_QUEUE);
         let detector = tokio::spawn(live::run(
             rules,
@@ -136,7 +130,12 @@ pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for:
         ));
         (
             detector,
-            tokio::spawn(publish(judgements, state.clone(), store.clone())),
+            tokio::spawn(publish(
+                judgements,
+                state.clone(),
+                state.notifiers.clone(),
+                store.clone(),
+            )),
         )
     });
     let observer = tokio::spawn(observe(scraped, to_writer, to_detector, rule_metrics, state.clone()));
@@ -247,17 +246,22 @@ async fn observe(
     }
 }
 
-/// After each detector round: anomalies and verdict events stored, the web state updated,
+/// After each detector round: the web state updated, anomalies and verdict events stored,
 /// verdict events printed and handed to the notifiers.
-async fn publish(mut judgements: mpsc::Receiver<Judgement>, state: Arc<AppState>, store: Store) {
+async fn publish(
+    mut judgements: mpsc::Receiver<Judgement>,
+    state: Arc<AppState>,
+    notifiers: Arc<Notifiers>,
+    store: Store,
+) {
     while let Some(judgement) = judgements.recv().await {
+        state.publish(&judgement);
         if let Err(error) = store.write_anomalies(&judgement.new_anomalies).await {
             tracing::warn!(%error, "storing anomalies failed");
         }
-        state.publish(&judgement);
         let Some(event) = &judgement.event else { continue };
         println!("epicenter: VERDICT {}: {}", event.state, event.verdict.describe());
-        state.notifiers.notify(event);
+        notifiers.notify(event);
         if let Err(error) = store.write_verdict(&event.row()).await {
             tracing::warn!(%error, "storing the verdict failed");
         }

@@ -6,7 +6,8 @@
 //! **Never:** knows what a section means. Each stage owns its own section type (the collector
 //! `global` and `scrape_configs`, the store `storage`, `batching` and `placement`, the detector
 //! `detector`, on-call `notifiers`, the web server `server`); the binary composes them into the
-//! file's one document and calls each section's checks.
+//! file's one document and calls each section's checks. The one shape shared by two sections,
+//! Prometheus's `tls_config` (a scrape job's, `storage.clickhouse.tls`), lives here.
 //!
 //! Loading is in two steps, as in linkerd2-proxy: [`from_yaml`] reads a document and each
 //! section's `problems` function checks what needs no network, reporting every problem at once

@@ -19,7 +19,7 @@
 //! Values are steady with small deterministic noise (gauges ±2 %, counter increases ±4 %);
 //! counters only grow. The detector is warmed with [`WARM_UP_ROUNDS`] rounds, enough to fill
 //! every baseline window (60 values), then criterion measures one tick: every instance's samples
-//! observed at a new timestamp (the labels cloned per sample, as `src/live.rs` does) and one
+//! observed at a new timestamp (the labels cloned per sample, as the live loop, detector/src/live.rs, does) and one
 //! `assess`. Two benchmarks, on the same warmed detector:
 //! - `tick/healthy`: a quiet fleet, no anomaly;
 //! - `tick/fault`: one host (`dc-2-host-26`: a Redis node, a voice node, three backends) with
@@ -412,7 +412,7 @@ impl Workload {
     }
 
     /// One detector tick at `time_ms`: every instance's samples observed, labels cloned per
-    /// sample as `src/live.rs` does, then `assess`.
+    /// sample as the live loop (detector/src/live.rs) does, then `assess`.
     fn tick(&mut self, time_ms: i64) -> Assessment {
         for (index, info) in self.instances.iter().enumerate() {
             let range = index * SERIES_PER_INSTANCE..(index + 1) * SERIES_PER_INSTANCE;

@@ -2,12 +2,16 @@
 //! dependencies it reasons over, its signal rules and how often it judges (docs/detector.md).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use epicenter_config::PromDuration;
 use serde::Deserialize;
 
 use crate::engine::Dependency;
 use crate::rules::{self, Rule};
+
+/// The live detector never judges more often than this.
+pub const FASTEST_TICK: Duration = Duration::from_millis(100);
 
 /// `detector`: what the root-cause detector needs to know (docs/detector.md).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -23,7 +27,8 @@ pub struct DetectorConfig {
     /// Signal rules file (the shape of rules/signals/signals.yml); default the shipped rules.
     #[serde(default)]
     pub rules_file: Option<PathBuf>,
-    /// How often the detector judges what arrived. Default: `global.scrape_interval`.
+    /// How often the detector judges what arrived. Default: `global.scrape_interval`; never
+    /// under 100 ms ([`DetectorConfig::tick`]).
     #[serde(default)]
     pub interval: Option<PromDuration>,
 }
@@ -70,6 +75,14 @@ impl DetectorConfig {
             Some(path) => format!("detector.rules_file {}: {error}", path.display()),
             None => format!("the shipped rules: {error}"),
         })
+    }
+
+    /// How often the live detector judges: `interval`, else `scrape_interval` (the
+    /// configuration's `global.scrape_interval`), and never under [`FASTEST_TICK`].
+    pub fn tick(&self, scrape_interval: Duration) -> Duration {
+        self.interval
+            .map_or(scrape_interval, |interval| interval.0)
+            .max(FASTEST_TICK)
     }
 
     /// `dependencies` as the detector takes them.

@@ -10,7 +10,8 @@
 //! the open [`Verdict`]), verdict events, and `anomalies`/`verdicts` rows for the store
 //! ([`events`]). **Never:** does I/O of its own beyond reading a configured rules file: the
 //! live loop's judgements go to a channel the binary wires to the store, the web server and
-//! on-call; it never blocks scraping (its inbox is fed with `try_send`).
+//! on-call. It must never hold scraping up: its inbox is bounded, and the binary feeds it with
+//! `try_send` (a full inbox drops the batch).
 
 pub mod config;
 pub mod engine;

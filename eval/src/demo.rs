@@ -1,9 +1,138 @@
-//! What `epicenter demo` reports after a run: the ground truth of the faults that happened,
-//! as `ground_truth` rows; the detector's first verdict after the onset judged against it; and
-//! queries that show each fault kind in the stored samples.
+//! What `epicenter demo` runs and reports: the collector configuration for a served fleet,
+//! the timeline's marks, the ground truth of the faults that happened (as `ground_truth`
+//! rows), the detector's first verdict after the onset judged against it, and queries that
+//! show each fault kind in the stored samples.
 
+use std::path::Path;
+use std::time::Duration;
+
+use epicenter_fleet::scenario::Scenario;
+use epicenter_fleet::serve::ServedInstance;
 use epicenter_fleet::truth::Truth;
 use epicenter_store::rows::GroundTruthRow;
+
+/// The collector configuration the demo runs: one job per service, every instance a static
+/// target labelled with its datacenter, host and service; simulated timestamps honoured.
+///
+/// `interval` is the wall-clock scrape interval (at least 100 ms; the timeout is 80 % of it,
+/// at least 80 ms), `data` the embedded store's directory; the server listens on a free port
+/// of 127.0.0.1 and the detector judges every interval with the fleet's dependencies.
+pub fn collector_config(scenario: &Scenario, served: &[ServedInstance], interval: Duration, data: &Path) -> String {
+    let interval_ms = interval.as_millis().max(100);
+    let timeout_ms = (interval_ms * 8 / 10).max(80);
+    let mut yaml = format!(
+        "global:\n  scrape_interval: {interval_ms}ms\n  scrape_timeout: {timeout_ms}ms\n  external_labels: {{scenario: {}}}\nscrape_configs:\n",
+        scenario.name
+    );
+    // One job per service, in the fleet's order.
+    let mut services: Vec<&str> = Vec::new();
+    for target in served {
+        if !services.contains(&target.instance.service.name()) {
+            services.push(target.instance.service.name());
+        }
+    }
+    for service in services {
+        yaml.push_str(&format!("  - job_name: {service}\n    static_configs:\n"));
+        for target in served.iter().filter(|target| target.instance.service.name() == service) {
+            yaml.push_str(&format!(
+                "      - targets: ['{}']\n        labels: {{dc: {}, host: {}, service: {service}, pod: {}}}\n",
+                target.address, target.instance.dc, target.instance.host, target.instance.name
+            ));
+        }
+    }
+    yaml.push_str(&format!(
+        "storage:\n  embedded:\n    path: '{}'\nserver:\n  listen_address: 127.0.0.1:0\ndetector:\n  interval: {interval_ms}ms\n  dependencies:\n{}",
+        data.display().to_string().replace('\'', "''"),
+        crate::scenarios::fleet_dependencies()
+            .iter()
+            .map(|d| format!("    - {{caller: {}, callee: {}, same_dc: {}}}\n", d.caller, d.callee, d.same_dc))
+            .collect::<String>()
+    ));
+    yaml
+}
+
+/// A mark on the demo's timeline.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Mark<'a> {
+    /// The fault starts.
+    Starts(&'a Truth),
+    /// The fault ends.
+    Ends(&'a Truth),
+}
+
+/// The demo's timeline: which marks the simulated clock passed since it was last read, and
+/// whether it crossed a 30-second progress line. The clock is read from a watch channel: under
+/// load a reader sees only the latest second, so a mark is reported when the clock passes it,
+/// not only when it lands on it.
+#[derive(Debug)]
+pub struct Timeline<'a> {
+    truth: &'a [Truth],
+    start_ms: i64,
+    seen_second: Option<u64>,
+}
+
+/// Simulated seconds between two progress lines.
+pub const PROGRESS_EVERY_SECONDS: u64 = 30;
+
+impl<'a> Timeline<'a> {
+    /// A timeline over `truth` for a run that started at `start_ms` (ms since the epoch).
+    pub fn new(truth: &'a [Truth], start_ms: i64) -> Timeline<'a> {
+        Timeline {
+            truth,
+            start_ms,
+            seen_second: None,
+        }
+    }
+
+    /// The clock is at simulated `second`: the fault starts and ends passed since the last
+    /// call (the first call: those at or before `second`), in truth order, and whether a
+    /// progress line is due.
+    pub fn advance(&mut self, second: u64) -> (Vec<Mark<'a>>, bool) {
+        let now_ms = self.start_ms + second as i64 * 1000;
+        let before_ms = self
+            .seen_second
+            .map_or(i64::MIN, |seen| self.start_ms + seen as i64 * 1000);
+        let passed = |at_ms: i64| before_ms < at_ms && at_ms <= now_ms;
+        let progress = self.seen_second.map_or(second % PROGRESS_EVERY_SECONDS == 0, |seen| {
+            second / PROGRESS_EVERY_SECONDS > seen / PROGRESS_EVERY_SECONDS
+        });
+        self.seen_second = Some(second);
+        let mut marks = Vec::new();
+        for fault in self.truth {
+            if passed(fault.onset_ms) {
+                marks.push(Mark::Starts(fault));
+            }
+            if fault.end_ms.is_some_and(passed) {
+                marks.push(Mark::Ends(fault));
+            }
+        }
+        (marks, progress)
+    }
+}
+
+/// Scrapes by service since `start_ms`: service, scrapes, up, samples.
+pub fn scrapes_by_service_query(start_ms: i64) -> String {
+    format!(
+        "SELECT service, count() AS scrapes, sum(up) AS up, sum(samples_scraped) AS samples FROM scrapes \
+         WHERE time >= fromUnixTimestamp64Milli({start_ms}) GROUP BY service ORDER BY service"
+    )
+}
+
+/// Verdicts opened since `start_ms`, in time order, as [`OpenedVerdict::parse_rows`] reads
+/// them (TabSeparated).
+pub fn opened_verdicts_query(start_ms: i64) -> String {
+    format!(
+        "SELECT kind, dc, arrayElement(hosts, 1), toUnixTimestamp64Milli(time) FROM verdicts \
+         WHERE state = 'opened' AND time >= fromUnixTimestamp64Milli({start_ms}) ORDER BY time"
+    )
+}
+
+/// The ground truth of the faults since `start_ms`.
+pub fn ground_truth_query(start_ms: i64) -> String {
+    format!(
+        "SELECT scenario, kind, service, dcs, hosts, instances, onset FROM ground_truth WHERE onset >= fromUnixTimestamp64Milli({start_ms}) ORDER BY onset"
+    )
+}
 
 /// The faults of `truth` that happened in a run that started at `start_ms` and reached
 /// `reached_ms` (ms since the epoch, the simulated clock) of a scenario lasting `duration_ms`:
@@ -196,5 +325,20 @@ mod tests {
                 queries[0]
             );
         }
+    }
+
+    #[test]
+    fn the_timeline_reports_each_mark_once_even_when_the_clock_jumps() {
+        let truth = vec![fault(40_000, Some(100_000))];
+        let mut timeline = Timeline::new(&truth, 0);
+        assert_eq!(timeline.advance(0), (vec![], true));
+        assert_eq!(timeline.advance(10), (vec![], false));
+        // The clock jumps from 10 s to 45 s: the onset at 40 s was passed, and a progress
+        // line (30 s) was crossed.
+        assert_eq!(timeline.advance(45), (vec![Mark::Starts(&truth[0])], true));
+        assert_eq!(timeline.advance(50), (vec![], false));
+        // Landing exactly on the end reports it, once.
+        assert_eq!(timeline.advance(100), (vec![Mark::Ends(&truth[0])], true));
+        assert_eq!(timeline.advance(101), (vec![], false));
     }
 }

@@ -605,6 +605,21 @@ impl Scenario {
         Ok(())
     }
 
+    /// Runs the scenario at `speed` simulated seconds per wall-clock second instead of its
+    /// own. Errors (saying why, without the value's name) unless `0 < speed <=`
+    /// [`Scenario::max_speed`].
+    pub fn set_speed(&mut self, speed: f64) -> Result<(), String> {
+        if !(speed.is_finite() && speed > 0.0 && speed <= self.max_speed()) {
+            return Err(format!(
+                "must be above 0 and at most {} for this scenario (its {} scrape interval must stay at least 100 ms of wall time)",
+                self.max_speed(),
+                self.scrape_interval
+            ));
+        }
+        self.speed = speed;
+        Ok(())
+    }
+
     /// The highest speed at which the scrape interval stays at least 100 ms of wall time
     /// (faster, a collector on a small machine misses rounds).
     pub fn max_speed(&self) -> f64 {

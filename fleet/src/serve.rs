@@ -48,6 +48,28 @@ impl RunningFleet {
         self.fleet.lock().unwrap_or_else(PoisonError::into_inner).start_ms()
     }
 
+    /// Every served instance as a Prometheus file_sd document (JSON): `[{"targets":
+    /// ["127.0.0.1:<port>"], "labels": {"dc", "host", "service", "pod"}}]`, one group per
+    /// instance, for Prometheus's or epicenter's `file_sd_configs`.
+    pub fn file_sd(&self) -> serde_json::Value {
+        let groups = self
+            .served
+            .iter()
+            .map(|served| {
+                serde_json::json!({
+                    "targets": [served.address],
+                    "labels": {
+                        "dc": served.instance.dc,
+                        "host": served.instance.host,
+                        "service": served.instance.service.name(),
+                        "pod": served.instance.name,
+                    }
+                })
+            })
+            .collect();
+        serde_json::Value::Array(groups)
+    }
+
     /// Ground truth of the scenario's faults (see [`crate::truth::ground_truth`]).
     pub fn ground_truth(&self) -> Vec<crate::truth::Truth> {
         crate::truth::ground_truth(&self.fleet.lock().unwrap_or_else(PoisonError::into_inner))

@@ -340,3 +340,48 @@ fn the_healthy_fleet_stays_healthy_through_deploys_and_a_day_shape() {
     assert!(highest_rate > 1.3 * lowest_rate, "{lowest_rate} .. {highest_rate}");
     assert!(epicenter_fleet::truth::ground_truth(&fleet).is_empty());
 }
+
+/// `--speed` is bounded by the scenario's scrape interval: at most 100 ms of wall time per
+/// interval (10 s at 100x), never zero, negative or not a number.
+#[test]
+fn a_speed_is_checked_against_the_scrape_interval() {
+    let mut scenario = Scenario::load("redis-node-loss").unwrap();
+    assert_eq!(scenario.max_speed(), 100.0);
+    scenario.set_speed(100.0).unwrap();
+    assert_eq!(scenario.speed, 100.0);
+    for bad in [0.0, -1.0, 100.5, f64::NAN, f64::INFINITY] {
+        let message = scenario.set_speed(bad).unwrap_err();
+        assert!(
+            message.contains("at most 100") && message.contains("10s"),
+            "{bad}: {message}"
+        );
+        assert_eq!(scenario.speed, 100.0, "a refused speed leaves the scenario's");
+    }
+}
+
+/// The file_sd document of a served fleet names every instance with its placement labels.
+#[tokio::test]
+async fn a_served_fleet_lists_itself_for_file_sd() {
+    let scenario = Scenario::load("redis-node-loss").unwrap();
+    let (stop, shutdown) = tokio::sync::watch::channel(false);
+    let fleet = epicenter_fleet::serve::start(&scenario, 1_780_000_000_000, shutdown)
+        .await
+        .unwrap();
+    let document = fleet.file_sd();
+    let groups = document.as_array().unwrap();
+    assert_eq!(groups.len(), fleet.served.len());
+    assert_eq!(groups.len(), 42);
+    let redis = groups
+        .iter()
+        .find(|group| group["labels"]["pod"] == "redis-2-1")
+        .unwrap();
+    assert_eq!(redis["labels"]["host"], "dc-2-host-3");
+    assert_eq!(redis["labels"]["service"], "redis");
+    let served = fleet
+        .served
+        .iter()
+        .find(|served| served.instance.name == "redis-2-1")
+        .unwrap();
+    assert_eq!(redis["targets"][0], served.address.as_str());
+    let _ = stop.send(true);
+}

@@ -9,7 +9,7 @@
 //! verdict, labels `alertname="EpicenterRootCause"`, `dc`, `host`, `service`, `kind`,
 //! `severity`; annotations `summary` (the answer in one line), `description` (the evidence),
 //! `verdict_id`; `endsAt` four resend intervals ahead while open, now once resolved.
-//! Webhook: `{"status": "firing"|"resolved", "verdict": …}`.
+//! Webhook: `{"status": "firing"|"resolved", "summary": <the one-line answer>, "verdict": …}`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,7 +39,8 @@ pub struct Notifiers {
 }
 
 impl Notifiers {
-    /// Starts one task per configured notifier.
+    /// Starts one task per configured notifier, each stopping when `shutdown` turns true.
+    /// Must be called inside a tokio runtime (it spawns the tasks).
     pub fn start(configs: &[NotifierConfig], shutdown: watch::Receiver<bool>) -> Notifiers {
         let client = reqwest::Client::builder()
             .user_agent(concat!("epicenter/", env!("CARGO_PKG_VERSION")))
@@ -70,9 +71,16 @@ impl Notifiers {
             if !matches(config, &event.verdict) {
                 continue;
             }
-            if queue.try_send(event.clone()).is_err() {
-                stats.dropped.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(notifier = %config.name, "notifier queue full: event dropped");
+            match queue.try_send(event.clone()) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    stats.dropped.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(notifier = %config.name, "notifier queue full: event dropped");
+                }
+                // Shutting down: the notifier's task has stopped; nothing is sent any more.
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    tracing::debug!(notifier = %config.name, state = %event.state, "notifier stopped: event not sent");
+                }
             }
         }
     }

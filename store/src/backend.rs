@@ -91,7 +91,8 @@ impl Store {
     }
 
     /// Runs a query and returns its output in `format` (any ClickHouse output format).
-    /// Blocks; a server is reached through `runtime`.
+    /// Blocks; a server is reached through `runtime`. Errors are the engine's or the server's
+    /// message (`Code: 62. DB::Exception: Syntax error …`, or the server's URL and why).
     pub fn query(&self, runtime: &tokio::runtime::Runtime, sql: &str, format: &str) -> Result<Vec<u8>, String> {
         match self {
             Store::Embedded(store) => store.query(sql, format).map_err(|error| error.to_string()),
@@ -102,7 +103,7 @@ impl Store {
     }
 
     /// Runs a statement (an insert) from async code: on the blocking pool for the embedded
-    /// engine, over HTTP for a server.
+    /// engine, over HTTP for a server. Errors as [`Store::query`].
     pub async fn execute(&self, sql: String) -> Result<(), String> {
         match self {
             Store::Embedded(store) => {

@@ -157,7 +157,7 @@ impl Table {
         }
     }
 
-    /// Its columns in the order [`crate::rowbinary`] encodes them.
+    /// Its columns in the order [`crate::rows`] encodes them.
     pub fn columns(self) -> &'static str {
         match self {
             Table::Samples => SAMPLE_COLUMNS,

@@ -63,7 +63,9 @@ impl Sink for ClickHouseStore {
     }
 }
 
-/// Counters the writer keeps (exported as epicenter's own metrics later).
+/// Counters the writer keeps (read at collection time by `epicenter-web`'s telemetry as
+/// `epicenter_sink_rows_written_total`, `epicenter_sink_rows_failed_total`,
+/// `epicenter_writer_batches_flushed_total`).
 #[derive(Debug, Default)]
 pub struct WriterStats {
     /// Sample rows written.

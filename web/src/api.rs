@@ -29,8 +29,9 @@ pub struct AppState {
     pub verdicts: Mutex<VerdictBook>,
     /// The dependency graph the detector reasons over (after its first round).
     pub graph: Mutex<Option<GraphDocument>>,
-    /// Where verdicts are sent (for their delivery counters).
-    pub notifiers: Notifiers,
+    /// The notifiers, for their delivery counters at `/api/v1/notifiers` (the binary pages
+    /// through the same handle; the web server never sends a notification).
+    pub notifiers: Arc<Notifiers>,
 }
 
 /// Verdict events kept for `/api/v1/verdicts`.

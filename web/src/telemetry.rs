@@ -31,7 +31,8 @@ pub struct Telemetry {
 }
 
 impl Telemetry {
-    /// Builds the registry with the scrape metrics and the writer's counters.
+    /// Builds the registry with the scrape metrics and the writer's counters. Errors only if
+    /// a metric's name or labels are invalid or registered twice (a programming error).
     pub fn new(writer: Arc<WriterStats>) -> Result<Telemetry, prometheus::Error> {
         let registry = Registry::new();
         let scrape_duration_seconds = HistogramVec::new(
@@ -109,7 +110,7 @@ struct WriterCollector {
     descriptions: Vec<Desc>,
 }
 
-/// (name, help, table label value) of the writer counters.
+/// (name, help) of the writer counters.
 const WRITER_COUNTERS: [(&str, &str); 3] = [
     (
         "epicenter_sink_rows_written_total",

@@ -252,6 +252,17 @@ impl<'a> Exposition<'a> {
         self.warnings.len() + self.warnings_dropped
     }
 
+    /// Warnings that `Validation::Strict` would turn into errors: every warning (kept or
+    /// dropped) except the `auto` format decision's (`Rule::FormatFallback`), which is not a
+    /// violation of either format. Non-zero means a strict check rejects the body.
+    pub fn strict_rejections(&self) -> usize {
+        self.warnings
+            .iter()
+            .filter(|warning| warning.rule != super::Rule::FormatFallback)
+            .count()
+            + self.warnings_dropped
+    }
+
     /// Total number of samples in the body.
     pub fn sample_count(&self) -> usize {
         self.samples.len()

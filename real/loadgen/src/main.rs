@@ -172,11 +172,12 @@ fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
         })
 }
 
-/// A request rate: a finite number above 0 (requests per second).
 /// Requests per second a generator accepts: one every 1000 s at the least, 100,000 at the most
 /// (the interval between requests must be a representable, non-zero duration).
 const RATE_RANGE: std::ops::RangeInclusive<f64> = 0.001..=100_000.0;
 
+/// A request rate (requests per second) within [`RATE_RANGE`], for clap; the error names the
+/// range.
 fn positive_rate(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(rate) if RATE_RANGE.contains(&rate) => Ok(rate),

@@ -428,7 +428,7 @@ pub(crate) fn run(args: &RedisArgs) -> ExitCode {
             }
         }
         println!(
-            "epicenter loadgen redis: {} instances × {}/s over {} nodes; Ctrl-C stops",
+            "epicenter-loadgen redis: {} instances × {}/s over {} nodes; Ctrl-C stops",
             instances.len(),
             args.rate,
             nodes.len()
