@@ -93,6 +93,14 @@ enum Command {
     ///   epicenter sql --format CSV "SELECT metric, count() FROM samples GROUP BY metric"
     #[command(verbatim_doc_comment)]
     Sql(sql::SqlArgs),
+
+    /// Moved: the workload generator is its own program, `epicenter-loadgen` (real/loadgen).
+    #[command(hide = true, disable_help_flag = true)]
+    Loadgen {
+        /// What was given after `loadgen`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -113,5 +121,12 @@ fn main() -> ExitCode {
         Command::Replay(args) => replay::run(&args),
         Command::Fleet(args) => fleet::run(&args),
         Command::Sql(args) => sql::run(&args),
+        Command::Loadgen { args } => {
+            eprintln!(
+                "error: the workload generator is now a program of its own: epicenter-loadgen {} (build it with `cargo build --release -p epicenter-loadgen`; docs/real.md)",
+                args.join(" ")
+            );
+            ExitCode::from(2)
+        }
     }
 }

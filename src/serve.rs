@@ -4,7 +4,7 @@
 //! ```text
 //! run_job × jobs ─► run_target × targets ─ ScrapeOutcome ─► mpsc(1024) ─► observer
 //!   observer ─► telemetry, target health; ─► mpsc(1024) ─► run_writer ─► Sink (store)
-//!            └─ live::extract ─► mpsc(4096, try_send) ─► live::run ─ Judgement ─► mpsc(16)
+//!            └─ live::extract ─► mpsc(4096, try_send) ─► live::run ─ Round ─► mpsc(16)
 //!                 ─► publisher ─► store (anomalies, verdicts), web state, stdout, notifiers
 //! ```
 //! ARCHITECTURE.md draws the same picture with every channel and trait named.
@@ -19,7 +19,7 @@ use epicenter_collector::config::Job;
 use epicenter_collector::job::run_job;
 use epicenter_collector::scrape::{ScrapeContext, Scraper};
 use epicenter_collector::targets::{targets_for_job, TargetRegistry};
-use epicenter_detector::live::{self, Batch, Judgement};
+use epicenter_detector::live::{self, Batch, Round};
 use epicenter_oncall::Notifiers;
 use epicenter_store::writer::{run_writer, WriterStats};
 use epicenter_store::{ScrapeOutcome, Store};
@@ -35,7 +35,7 @@ const OUTCOME_QUEUE: usize = 1024;
 /// holds scraping up).
 const DETECTOR_QUEUE: usize = 4096;
 /// Judgements waiting to be stored, published and paged.
-const JUDGEMENT_QUEUE: usize = 16;
+const ROUND_QUEUE: usize = 16;
 
 /// Scrapes `jobs` into `store` until `run_for` passes or a signal comes, serving epicenter's
 /// own endpoints and running the detector; flushes before returning.
@@ -119,7 +119,7 @@ pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for:
     let rule_metrics = detector_rules.as_deref().map(live::rule_metrics).unwrap_or_default();
     let detector_tasks = detector_rules.map(|rules| {
         let tick = config.detector.tick(config.global.scrape_interval.0);
-        let (judged, judgements) = mpsc::channel::<Judgement>(JUDGEMENT_QUEUE);
+        let (judged, rounds) = mpsc::channel::<Round>(ROUND_QUEUE);
         let detector = tokio::spawn(live::run(
             rules,
             config.detector.dependencies(),
@@ -130,12 +130,7 @@ pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for:
         ));
         (
             detector,
-            tokio::spawn(publish(
-                judgements,
-                state.clone(),
-                state.notifiers.clone(),
-                store.clone(),
-            )),
+            tokio::spawn(publish(rounds, state.clone(), state.notifiers.clone(), store.clone())),
         )
     });
     let observer = tokio::spawn(observe(scraped, to_writer, to_detector, rule_metrics, state.clone()));
@@ -248,18 +243,13 @@ async fn observe(
 
 /// After each detector round: the web state updated, anomalies and verdict events stored,
 /// verdict events printed and handed to the notifiers.
-async fn publish(
-    mut judgements: mpsc::Receiver<Judgement>,
-    state: Arc<AppState>,
-    notifiers: Arc<Notifiers>,
-    store: Store,
-) {
-    while let Some(judgement) = judgements.recv().await {
-        state.publish(&judgement);
-        if let Err(error) = store.write_anomalies(&judgement.new_anomalies).await {
+async fn publish(mut rounds: mpsc::Receiver<Round>, state: Arc<AppState>, notifiers: Arc<Notifiers>, store: Store) {
+    while let Some(round) = rounds.recv().await {
+        state.publish(&round);
+        if let Err(error) = store.write_anomalies(&round.new_anomalies).await {
             tracing::warn!(%error, "storing anomalies failed");
         }
-        let Some(event) = &judgement.event else { continue };
+        let Some(event) = &round.event else { continue };
         println!("epicenter: VERDICT {}: {}", event.state, event.verdict.describe());
         notifiers.notify(event);
         if let Err(error) = store.write_verdict(&event.row()).await {

@@ -1,7 +1,7 @@
 //! The detector live: scraped samples that a signal rule names arrive as [`Batch`]es, and
-//! every tick the detector judges what arrived and sends a [`Judgement`]: the anomalies seen
+//! every tick the detector judges what arrived and sends a [`Round`]: the anomalies seen
 //! for the first time, the open verdict, the verdict event if the answer changed, and the
-//! dependency graph. What happens to a judgement (stored, printed, served, paged) is the
+//! dependency graph. What happens to a round (stored, printed, served, paged) is the
 //! receiver's business; the binary wires it to the store, the web server and on-call.
 //!
 //! The samples' clock may run faster than the wall clock (a simulated fleet stamps its own
@@ -21,7 +21,7 @@ use crate::rules::Rule;
 
 /// Gaps between one target's samples that fix the interval (their median).
 const INTERVAL_GAPS: usize = 30;
-/// Gaps needed before the first judgement.
+/// Gaps needed before the first round.
 const FIRST_GAPS: usize = 5;
 
 /// One target's scrape, reduced to the samples a rule names.
@@ -77,7 +77,7 @@ pub fn extract(outcome: &ScrapeOutcome, metrics: &HashSet<String>) -> Option<Bat
 
 /// What one round of the live detector found.
 #[derive(Debug, Clone)]
-pub struct Judgement {
+pub struct Round {
     /// Round time, ms since the epoch (the samples' clock).
     pub time_ms: i64,
     /// Anomalies in their first round, as `anomalies` rows.
@@ -91,14 +91,14 @@ pub struct Judgement {
 }
 
 /// Runs the detector until `shutdown` turns true or `inbox` closes: observes batches as they
-/// arrive and judges every `tick` (wall clock), sending one [`Judgement`] per round to `out`
+/// arrive and judges every `tick` (wall clock), sending one [`Round`] per round to `out`
 /// (waiting when it is full). Returns when `out`'s receiver is gone too.
 pub async fn run(
     rules: Vec<Rule>,
     dependencies: Vec<Dependency>,
     tick: Duration,
     mut inbox: mpsc::Receiver<Batch>,
-    out: mpsc::Sender<Judgement>,
+    out: mpsc::Sender<Round>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut detector: Option<Detector> = None;
@@ -139,14 +139,14 @@ pub async fn run(
                 }
                 let assessment = detector.assess(latest_ms);
                 let instances = detector.instances();
-                let judgement = Judgement {
+                let round = Round {
                     time_ms: assessment.time_ms,
                     new_anomalies: new_anomaly_rows(&assessment, instances),
                     event: tracker.track(&assessment),
                     open: assessment.verdict.clone(),
                     graph: graph_document(instances, detector.dependencies(), &detector.peer_edges()),
                 };
-                if out.send(judgement).await.is_err() {
+                if out.send(round).await.is_err() {
                     return;
                 }
             }

@@ -11,7 +11,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use epicenter_collector::targets::{TargetRegistry, TargetStatus};
-use epicenter_detector::live::Judgement;
+use epicenter_detector::live::Round;
 use epicenter_detector::reference::GraphDocument;
 use epicenter_detector::{Verdict, VerdictEvent};
 use epicenter_oncall::Notifiers;
@@ -40,13 +40,13 @@ const HISTORY: usize = 100;
 impl AppState {
     /// Publishes one round of the live detector: the open verdict and the event (kept, the
     /// last 100), the graph, and `epicenter_verdict_open`.
-    pub fn publish(&self, judgement: &Judgement) {
+    pub fn publish(&self, round: &Round) {
         if let Ok(mut slot) = self.graph.lock() {
-            *slot = Some(judgement.graph.clone());
+            *slot = Some(round.graph.clone());
         }
         if let Ok(mut book) = self.verdicts.lock() {
-            book.open = judgement.open.clone();
-            if let Some(event) = &judgement.event {
+            book.open = round.open.clone();
+            if let Some(event) = &round.event {
                 book.history.push(event.clone());
                 let excess = book.history.len().saturating_sub(HISTORY);
                 book.history.drain(..excess);
@@ -54,7 +54,7 @@ impl AppState {
         }
         let gauge = &self.telemetry.verdict_open;
         gauge.reset();
-        if let Some(verdict) = &judgement.open {
+        if let Some(verdict) = &round.open {
             let host = verdict.hosts.first().map_or("", String::as_str);
             gauge
                 .with_label_values(&[

@@ -7,16 +7,16 @@ use std::time::{Duration, Instant};
 
 use prometheus::{Encoder, HistogramOpts, HistogramVec, Registry};
 
-use crate::{expose, parse_named, runtime, until_stopped, write_targets, HttpArgs, Placement};
+use crate::{
+    check_targets_file, expose, finish, parse_all, runtime, until_stopped, write_targets, HttpArgs, Placement,
+};
 
 /// Runs `epicenter-loadgen http` until `--for` passes or Ctrl-C.
 pub(crate) fn run(args: &HttpArgs) -> ExitCode {
-    let targets = match args
-        .targets
-        .iter()
-        .map(|text| parse_named(text, "--target"))
-        .collect::<Result<Vec<_>, _>>()
-    {
+    let targets = match parse_all(&args.targets, "--target").and_then(|targets| {
+        check_targets_file(args.targets_file.as_deref())?;
+        Ok(targets)
+    }) {
         Ok(targets) => targets,
         Err(message) => {
             eprintln!("error: {message}");
@@ -25,6 +25,10 @@ pub(crate) fn run(args: &HttpArgs) -> ExitCode {
     };
     if !args.path.starts_with('/') {
         eprintln!("error: --path '{}' must start with '/', e.g. /work", args.path);
+        return ExitCode::from(2);
+    }
+    if args.timeout.is_zero() {
+        eprintln!("error: --timeout must be greater than 0");
         return ExitCode::from(2);
     }
     let latency = match HistogramVec::new(
@@ -55,7 +59,7 @@ pub(crate) fn run(args: &HttpArgs) -> ExitCode {
         Ok(runtime) => runtime,
         Err(code) => return code,
     };
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         let gathered = registry.clone();
         let render: Arc<dyn Fn() -> String + Send + Sync> = Arc::new(move || {
             let mut buffer = Vec::new();
@@ -121,5 +125,6 @@ pub(crate) fn run(args: &HttpArgs) -> ExitCode {
         }
         until_stopped(args.run_for).await;
         ExitCode::SUCCESS
-    })
+    });
+    finish(runtime, code)
 }

@@ -196,8 +196,47 @@ struct Node {
     address: String,
 }
 
+#[cfg(test)]
 fn parse_node(text: &str) -> Result<Node, String> {
     parse_named(text, "--node")
+}
+
+/// Every NAME=HOST:PORT given to `option`: each well formed, names unique, and each host
+/// resolvable now (a name that does not resolve fails here, not as a stream of failed
+/// connections). Errors name the option and the value.
+fn parse_all(texts: &[String], option: &str) -> Result<Vec<Node>, String> {
+    let mut nodes: Vec<Node> = Vec::with_capacity(texts.len());
+    for text in texts {
+        let node = parse_named(text, option)?;
+        if nodes.iter().any(|known| known.name == node.name) {
+            return Err(format!("{option} '{text}': the name '{}' is given twice", node.name));
+        }
+        std::net::ToSocketAddrs::to_socket_addrs(node.address.as_str())
+            .map_err(|error| format!("{option} '{text}': cannot resolve '{}': {error}", node.address))?;
+        nodes.push(node);
+    }
+    Ok(nodes)
+}
+
+/// `--targets-file`'s folder must exist before any endpoint starts.
+fn check_targets_file(path: Option<&std::path::Path>) -> Result<(), String> {
+    let Some(path) = path else { return Ok(()) };
+    let folder = path.parent().filter(|folder| !folder.as_os_str().is_empty());
+    match folder {
+        Some(folder) if !folder.is_dir() => Err(format!(
+            "--targets-file {}: the folder {} does not exist",
+            path.display(),
+            folder.display()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Ends a run: the runtime is shut down without waiting more than a second for blocking work
+/// still in flight (connection attempts), so `--for` is kept.
+fn finish(runtime: tokio::runtime::Runtime, code: ExitCode) -> ExitCode {
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    code
 }
 
 /// NAME=HOST:PORT as given to `option`.
@@ -208,7 +247,7 @@ fn parse_named(text: &str, option: &str) -> Result<Node, String> {
     let (host, port) = address
         .rsplit_once(':')
         .ok_or_else(|| format!("{option} '{text}': address '{address}' has no :PORT"))?;
-    if name.is_empty() || host.is_empty() || port.parse::<u16>().is_err() {
+    if name.is_empty() || host.is_empty() || port.parse::<u16>().map_or(true, |port| port == 0) {
         return Err(format!(
             "{option} '{text}': expected NAME=HOST:PORT with a port in 1..65535"
         ));

@@ -12,7 +12,9 @@ use prometheus::{Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, 
 use rand::Rng;
 use redis::AsyncCommands;
 
-use crate::{expose, parse_node, runtime, until_stopped, write_targets, Node, Placement, RedisArgs};
+use crate::{
+    check_targets_file, expose, finish, parse_all, runtime, until_stopped, write_targets, Node, Placement, RedisArgs,
+};
 
 /// A pooled Redis connection; `broken` once a command failed on I/O, so bb8 discards it.
 struct Connection {
@@ -367,12 +369,10 @@ fn build_instances(args: &RedisArgs, nodes: &[Node], start_seconds: f64) -> Resu
 
 /// Runs `epicenter-loadgen redis` until `--for` passes or Ctrl-C.
 pub(crate) fn run(args: &RedisArgs) -> ExitCode {
-    let nodes = match args
-        .nodes
-        .iter()
-        .map(|text| parse_node(text))
-        .collect::<Result<Vec<_>, _>>()
-    {
+    let nodes = match parse_all(&args.nodes, "--node").and_then(|nodes| {
+        check_targets_file(args.targets_file.as_deref())?;
+        Ok(nodes)
+    }) {
         Ok(nodes) => nodes,
         Err(message) => {
             eprintln!("error: {message}");
@@ -387,6 +387,15 @@ pub(crate) fn run(args: &RedisArgs) -> ExitCode {
         ),
         (args.pool_size == 0, "--pool-size must be at least 1"),
         (args.keys == 0, "--keys must be at least 1"),
+        (args.max_in_flight < 1, "--max-in-flight must be at least 1"),
+        (
+            args.acquire_timeout.is_zero(),
+            "--acquire-timeout must be greater than 0",
+        ),
+        (
+            args.command_timeout.is_zero(),
+            "--command-timeout must be greater than 0",
+        ),
     ];
     if let Some((_, message)) = problems.iter().find(|(bad, _)| *bad) {
         eprintln!("error: {message}");
@@ -399,7 +408,7 @@ pub(crate) fn run(args: &RedisArgs) -> ExitCode {
     let start_seconds = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |elapsed| elapsed.as_secs_f64());
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         let instances = match build_instances(args, &nodes, start_seconds) {
             Ok(instances) => instances,
             Err(message) => {
@@ -437,7 +446,8 @@ pub(crate) fn run(args: &RedisArgs) -> ExitCode {
         until_stopped(args.run_for).await;
         progress.abort();
         ExitCode::SUCCESS
-    })
+    });
+    finish(runtime, code)
 }
 
 /// Issues `rate` requests per second for one instance, each in its own task.
