@@ -8,7 +8,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use epicenter_collector::exposition::{parse, write_json, FormatChoice, ParseOptions, Validation};
 use epicenter_config::PromDuration;
 
-use crate::config::Config;
+use crate::config::{Config, EXIT_CONFIG};
+use crate::style::count;
 
 /// Warnings printed on stderr before the rest are summarised in one line.
 const MAX_WARNINGS_SHOWN: usize = 20;
@@ -45,7 +46,8 @@ pub(crate) enum CheckCommand {
     /// targets (host:port), relabel rules (regexes compile, actions have what they need),
     /// storage choices. Every problem is printed with its key path; unknown keys are errors.
     ///
-    /// Exit status: 0 valid, 1 invalid, 2 bad arguments, 3 the file cannot be read.
+    /// Exit status: 0 valid, 64 invalid or unreadable (what `epicenter run` exits with for
+    /// the same file), 2 bad arguments.
     ///
     /// Example:
     ///   epicenter check config docs/examples/epicenter.yml
@@ -108,14 +110,14 @@ fn check_config(args: &ConfigArgs) -> ExitCode {
         Ok(text) => text,
         Err(error) => {
             eprintln!("error: cannot read {source}: {error}");
-            return ExitCode::from(EXIT_UNREADABLE);
+            return ExitCode::from(EXIT_CONFIG);
         }
     };
     let config = match Config::from_yaml(&text) {
         Ok(config) => config,
         Err(error) => {
             eprintln!("error: {source}:{error}");
-            return ExitCode::from(1);
+            return ExitCode::from(EXIT_CONFIG);
         }
     };
     let jobs = match config.validate() {
@@ -124,15 +126,15 @@ fn check_config(args: &ConfigArgs) -> ExitCode {
             for error in &errors {
                 eprintln!("error: {source}: {error}");
             }
-            eprintln!("{source}: {} found", plural(errors.len(), "problem", "problems"));
-            return ExitCode::from(1);
+            eprintln!("{source}: {} found", count(errors.len() as u64, "problem", "problems"));
+            return ExitCode::from(EXIT_CONFIG);
         }
     };
     if config.detector.enabled {
         if let Err(error) = config.detector.load_rules() {
             eprintln!("error: {source}: {error}");
             eprintln!("{source}: 1 problem found");
-            return ExitCode::from(1);
+            return ExitCode::from(EXIT_CONFIG);
         }
     }
     for warning in config.unsupported() {
@@ -154,10 +156,13 @@ fn check_config(args: &ConfigArgs) -> ExitCode {
     };
     eprintln!(
         "{source}: ok: {}, {}{}, storage {storage}, retention {}",
-        plural(jobs.len(), "job", "jobs"),
-        plural(static_targets, "static target", "static targets"),
+        count(jobs.len() as u64, "job", "jobs"),
+        count(static_targets as u64, "static target", "static targets"),
         if file_patterns > 0 {
-            format!(" + {}", plural(file_patterns, "file_sd pattern", "file_sd patterns"))
+            format!(
+                " + {}",
+                count(file_patterns as u64, "file_sd pattern", "file_sd patterns")
+            )
         } else {
             String::new()
         },
@@ -228,22 +233,18 @@ fn check_metrics(args: MetricsArgs) -> ExitCode {
     let tolerated = exposition.strict_rejections();
     let mut note = String::new();
     if total_warnings > 0 {
-        note.push_str(&format!(", {}", plural(total_warnings, "warning", "warnings")));
+        note.push_str(&format!(", {}", count(total_warnings as u64, "warning", "warnings")));
         if tolerated > 0 {
             note.push_str("; --strict rejects the body");
         }
     }
     eprintln!(
         "{source}: ok: {}, {} ({}{note})",
-        plural(exposition.families.len(), "family", "families"),
-        plural(exposition.sample_count(), "sample", "samples"),
+        count(exposition.families.len() as u64, "family", "families"),
+        count(exposition.sample_count() as u64, "sample", "samples"),
         exposition.format.as_str(),
     );
     ExitCode::SUCCESS
-}
-
-fn plural(count: usize, one: &str, many: &str) -> String {
-    format!("{count} {}", if count == 1 { one } else { many })
 }
 
 fn read_body(file: Option<&PathBuf>) -> Result<(String, Vec<u8>), String> {

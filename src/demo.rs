@@ -2,6 +2,7 @@
 //! faults play out, with a live timeline, the ground truth and queries to explore.
 
 use std::path::PathBuf;
+
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -35,10 +36,46 @@ pub(crate) struct DemoArgs {
     #[arg(long)]
     keep_running: bool,
 
-    /// Embedded store directory (where `epicenter sql` looks by default; for another one,
-    /// `epicenter sql --data DIR`).
-    #[arg(long, default_value = "./data", value_name = "DIR")]
-    data: PathBuf,
+    /// Embedded store directory for this run; it must not exist yet or be empty (a demo's
+    /// store is its own, never mixed with another run's). Default: a new folder
+    /// ./demo-data/<scenario>-<start time>, printed at the start.
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+}
+
+/// The run's store folder: `--data` when it is new or empty, else a fresh
+/// `demo-data/<scenario>-<UTC start, 20261202T001204Z>`. A folder holding anything is refused.
+fn store_folder(given: Option<&PathBuf>, scenario: &str, start_ms: i64) -> Result<PathBuf, String> {
+    let folder = match given {
+        Some(folder) => folder.clone(),
+        None => {
+            let started = std::time::UNIX_EPOCH + Duration::from_millis(start_ms.max(0) as u64);
+            let stamp: String = humantime::format_rfc3339_seconds(started)
+                .to_string()
+                .chars()
+                .filter(|c| *c != '-' && *c != ':')
+                .collect();
+            let name: String = scenario
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            PathBuf::from("demo-data").join(format!("{name}-{stamp}"))
+        }
+    };
+    let occupied = std::fs::read_dir(&folder).is_ok_and(|mut entries| entries.next().is_some());
+    if occupied {
+        return Err(format!(
+            "--data {}: the folder already holds files (an earlier run's store?); a demo writes a store of its own: name a new folder, or leave --data out for a fresh one under ./demo-data",
+            folder.display()
+        ));
+    }
+    Ok(folder)
 }
 
 /// Runs `epicenter demo`.
@@ -55,6 +92,13 @@ pub(crate) fn run(args: &DemoArgs) -> ExitCode {
     let start_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_millis() as i64 / 1000 * 1000);
+    let data = match store_folder(args.data.as_ref(), &scenario.name, start_ms) {
+        Ok(data) => data,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(crate::config::EXIT_CONFIG);
+        }
+    };
     let fleet = match runtime.block_on(epicenter_fleet::serve::start(&scenario, start_ms, fleet_shutdown)) {
         Ok(fleet) => fleet,
         Err(error) => {
@@ -67,7 +111,7 @@ pub(crate) fn run(args: &DemoArgs) -> ExitCode {
         .0
         .div_f64(scenario.speed)
         .max(Duration::from_millis(100));
-    let yaml = collector_config(&scenario, &fleet.served, wall_interval, &args.data);
+    let yaml = collector_config(&scenario, &fleet.served, wall_interval, &data);
     let (config, jobs) = match Config::from_yaml(&yaml).map(|config| (config.validate(), config)) {
         Ok((Ok(jobs), config)) => (config, jobs),
         _ => {
@@ -92,7 +136,7 @@ pub(crate) fn run(args: &DemoArgs) -> ExitCode {
         wall_seconds,
         scenario.scrape_interval,
         wall_interval,
-        args.data.display()
+        data.display()
     );
     for fault in &truth {
         println!(
@@ -120,7 +164,7 @@ pub(crate) fn run(args: &DemoArgs) -> ExitCode {
     } else {
         Some(Duration::from_secs_f64(wall_seconds) + wall_interval * 2)
     };
-    let code = runtime.block_on(crate::serve::serve(config, jobs, store.clone(), run_for));
+    let code = runtime.block_on(crate::serve::serve(config, jobs, store.clone(), run_for, false));
     let _ = stop_fleet.send(true);
     timeline.abort();
     // Only faults that started before the run stopped happened; one cut short ends there.
@@ -130,7 +174,7 @@ pub(crate) fn run(args: &DemoArgs) -> ExitCode {
         eprintln!("error: writing the ground truth: {error}");
         return ExitCode::from(1);
     }
-    summary(&store, &runtime, &scenario, &truth, start_ms);
+    summary(&store, &runtime, &scenario, &truth, start_ms, &data);
     code
 }
 
@@ -156,7 +200,7 @@ async fn timeline(
                     fault.hosts.join(", ")
                 ),
                 Mark::Ends(fault) => println!(
-                    "[+{second:>5}s] fault ends: {} of {}",
+                    "[+{second:>5}s] FAULT ends: {} of {}",
                     fault.kind,
                     fault.instances.join(", ")
                 ),
@@ -184,7 +228,14 @@ async fn timeline(
 }
 
 /// What the store holds after the run, and queries to go on with.
-fn summary(store: &Store, runtime: &tokio::runtime::Runtime, scenario: &Scenario, truth: &[Truth], start_ms: i64) {
+fn summary(
+    store: &Store,
+    runtime: &tokio::runtime::Runtime,
+    scenario: &Scenario,
+    truth: &[Truth],
+    start_ms: i64,
+    data: &std::path::Path,
+) {
     let ask = |sql: &str| {
         store
             .query(runtime, sql, "PrettyCompactMonoBlock")
@@ -197,8 +248,11 @@ fn summary(store: &Store, runtime: &tokio::runtime::Runtime, scenario: &Scenario
         .query(runtime, &opened_verdicts_query(start_ms), "TabSeparated")
         .map(|bytes| OpenedVerdict::parse_rows(&String::from_utf8_lossy(&bytes)))
         .unwrap_or_default();
-    if truth.is_empty() {
+    if truth.is_empty() && scenario.faults.is_empty() {
         println!("\nNo fault was injected: the detector should say nothing.");
+        println!("Verdicts opened: {}", opened.len());
+    } else if truth.is_empty() {
+        println!("\nThe run stopped before its first fault: there was nothing to detect yet.");
         println!("Verdicts opened: {}", opened.len());
     } else {
         println!("\nGround truth (table ground_truth):");
@@ -216,9 +270,14 @@ fn summary(store: &Store, runtime: &tokio::runtime::Runtime, scenario: &Scenario
             None => println!("\nThe detector opened no verdict after the fault."),
         }
     }
-    println!("\nVerdicts are in the table `verdicts`, anomalies in `anomalies`. Explore with `epicenter sql` (add --data DIR if you used --data):");
+    println!(
+        "\nThis run's store is {}: verdicts are in the table `verdicts`, anomalies in `anomalies`. Explore it with:",
+        data.display()
+    );
     let kind = truth.first().map_or("none", |fault| fault.kind.as_str());
+    let command = crate::style::own_command();
+    let data = crate::style::shell_word(&data.display().to_string());
     for query in suggested_queries(kind, &scenario.name) {
-        println!("  epicenter sql \"{query}\"");
+        println!("  {command} sql --data {data} \"{query}\"");
     }
 }

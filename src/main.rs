@@ -12,6 +12,8 @@ mod replay;
 mod run;
 mod serve;
 mod sql;
+mod status;
+mod style;
 
 use std::process::ExitCode;
 
@@ -48,7 +50,8 @@ enum Command {
     ///
     /// The fleet (API tier, JVM backend, Redis nodes over 3 datacenters) serves real
     /// exporters on 127.0.0.1; the timeline shows what happens; the ground truth and the
-    /// samples end up in ./data for `epicenter sql`.
+    /// samples end up in a store of this run's own (./demo-data/<scenario>-<start>, printed,
+    /// with the `epicenter sql` commands to paste).
     ///
     /// Examples:
     ///   scripts/setup    # once: fetches the embedded engine
@@ -86,11 +89,13 @@ enum Command {
     #[command(verbatim_doc_comment)]
     Replay(replay::ReplayArgs),
 
-    /// Query the store (ClickHouse SQL) and print the result.
+    /// Query the store (ClickHouse SQL) and print the result; read-only unless --write.
     ///
     /// Examples:
     ///   epicenter sql "SELECT job, instance, up, error FROM scrapes ORDER BY time DESC LIMIT 10"
     ///   epicenter sql --format CSV "SELECT metric, count() FROM samples GROUP BY metric"
+    ///   epicenter sql --data demo-data/redis-node-loss-20261202T001204Z -f question.sql
+    ///   echo "SELECT count() FROM verdicts" | epicenter sql --config epicenter.yml
     #[command(verbatim_doc_comment)]
     Sql(sql::SqlArgs),
 
@@ -110,7 +115,7 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("EPICENTER_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
-        .with_writer(std::io::stderr)
+        .with_writer(style::LogWriter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match cli.command {

@@ -47,5 +47,5 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         Ok(store) => store,
         Err(code) => return code,
     };
-    runtime.block_on(crate::serve::serve(config, jobs, store, args.run_for))
+    runtime.block_on(crate::serve::serve(config, jobs, store, args.run_for, true))
 }

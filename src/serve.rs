@@ -39,7 +39,13 @@ const ROUND_QUEUE: usize = 16;
 
 /// Scrapes `jobs` into `store` until `run_for` passes or a signal comes, serving epicenter's
 /// own endpoints and running the detector; flushes before returning.
-pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for: Option<Duration>) -> ExitCode {
+pub(crate) async fn serve(
+    config: Config,
+    jobs: Vec<Job>,
+    store: Store,
+    run_for: Option<Duration>,
+    live_status: bool,
+) -> ExitCode {
     // One HTTP client per job: each job may have its own tls_config.
     let mut scrapers = Vec::with_capacity(jobs.len());
     for (index, job) in jobs.iter().enumerate() {
@@ -162,6 +168,9 @@ pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for:
             None => "Ctrl-C stops".to_string(),
         }
     );
+    if live_status {
+        tokio::spawn(crate::status::report(state.clone(), stats.clone(), shutdown.clone()));
+    }
     let limit = async {
         match run_for {
             Some(duration) => tokio::time::sleep(duration).await,
@@ -173,6 +182,7 @@ pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for:
         signal = stop_signal() => signal,
     };
     let _ = stop.send(true);
+    crate::style::clear_status();
     eprintln!(
         "epicenter: stopping ({stopped_by}): flushing what was scraped; a second Ctrl-C or SIGTERM exits at once"
     );
@@ -200,11 +210,12 @@ pub(crate) async fn serve(config: Config, jobs: Vec<Job>, store: Store, run_for:
     let _ = writer.await;
     flushed.store(true, Ordering::SeqCst);
     let _ = server.await;
+    let count = crate::style::count;
     eprintln!(
-        "epicenter: stopped ({stopped_by}): {} scrapes and {} samples written, {} samples failed",
-        stats.scrape_rows_written.load(Ordering::Relaxed),
-        stats.sample_rows_written.load(Ordering::Relaxed),
-        stats.sample_rows_failed.load(Ordering::Relaxed),
+        "epicenter: stopped ({stopped_by}): {} and {} written, {} failed",
+        count(stats.scrape_rows_written.load(Ordering::Relaxed), "scrape", "scrapes"),
+        count(stats.sample_rows_written.load(Ordering::Relaxed), "sample", "samples"),
+        count(stats.sample_rows_failed.load(Ordering::Relaxed), "sample", "samples"),
     );
     if stats.sample_rows_failed.load(Ordering::Relaxed) > 0 {
         ExitCode::from(1)
@@ -250,7 +261,11 @@ async fn publish(mut rounds: mpsc::Receiver<Round>, state: Arc<AppState>, notifi
             tracing::warn!(%error, "storing anomalies failed");
         }
         let Some(event) = &round.event else { continue };
-        println!("epicenter: VERDICT {}: {}", event.state, event.verdict.describe());
+        crate::style::clear_status();
+        println!(
+            "{}",
+            crate::style::verdict_line(&event.state, &event.verdict.describe(), crate::style::stdout_colour())
+        );
         notifiers.notify(event);
         if let Err(error) = store.write_verdict(&event.row()).await {
             tracing::warn!(%error, "storing the verdict failed");

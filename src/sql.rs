@@ -1,20 +1,26 @@
 //! `epicenter sql`: ask the store a question.
 
-use std::io::Write;
+use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
+use epicenter_store::backend::is_read_only_refusal;
 
 use crate::open::{open_existing, store_config};
 
 /// Arguments of `epicenter sql`.
 #[derive(Args, Debug)]
 pub(crate) struct SqlArgs {
-    /// The query, in ClickHouse SQL. Tables: samples, scrapes, samples_1m, anomalies,
-    /// verdicts, ground_truth (docs/schema.md).
-    #[arg(value_name = "QUERY")]
-    query: String,
+    /// The query, in ClickHouse SQL (leading `--` comments are fine). Tables: samples,
+    /// scrapes, samples_1m, anomalies, verdicts, ground_truth (docs/schema.md). Without it,
+    /// the query is read from --file or from standard input.
+    #[arg(value_name = "QUERY", allow_hyphen_values = true, conflicts_with = "file")]
+    query: Option<String>,
+
+    /// Read the query from FILE (`-` for standard input).
+    #[arg(long, short, value_name = "FILE")]
+    file: Option<PathBuf>,
 
     /// Configuration naming the store (embedded, or `storage.clickhouse`); without it, the
     /// embedded store in ./data.
@@ -22,7 +28,7 @@ pub(crate) struct SqlArgs {
     config: Option<PathBuf>,
 
     /// The embedded store's directory, instead of ./data or the configuration's (e.g. the
-    /// `--data` of `epicenter demo`).
+    /// folder `epicenter demo` printed).
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
 
@@ -30,10 +36,48 @@ pub(crate) struct SqlArgs {
     /// TabSeparated, CSV, JSONEachRow, Markdown, …
     #[arg(long, default_value = "PrettyCompactMonoBlock")]
     format: String,
+
+    /// Allow statements that change the store (INSERT, ALTER, DROP, …) and query-level
+    /// SETTINGS. Without it the query runs with ClickHouse's `readonly = 1`.
+    #[arg(long)]
+    write: bool,
+}
+
+/// The query text: the argument, the file, or standard input when it is not a terminal.
+fn query_text(args: &SqlArgs) -> Result<String, String> {
+    if let Some(query) = &args.query {
+        return Ok(query.clone());
+    }
+    let mut text = String::new();
+    match &args.file {
+        Some(path) if path.as_os_str() != "-" => {
+            return std::fs::read_to_string(path).map_err(|error| format!("cannot read {}: {error}", path.display()));
+        }
+        Some(_) => {}
+        None if std::io::stdin().is_terminal() => {
+            return Err("no query: give it as an argument, with --file FILE, or on standard input".to_string());
+        }
+        None => {}
+    }
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|error| format!("cannot read the query from standard input: {error}"))?;
+    Ok(text)
 }
 
 /// Runs `epicenter sql`.
 pub(crate) fn run(args: &SqlArgs) -> ExitCode {
+    let query = match query_text(args) {
+        Ok(query) if !query.trim().is_empty() => query,
+        Ok(_) => {
+            eprintln!("error: the query is empty");
+            return ExitCode::from(2);
+        }
+        Err(message) => {
+            eprintln!("error: {message}");
+            return ExitCode::from(2);
+        }
+    };
     let config = match store_config(args.config.as_ref(), args.data.as_ref()) {
         Ok(config) => config,
         Err(code) => return code,
@@ -42,7 +86,12 @@ pub(crate) fn run(args: &SqlArgs) -> ExitCode {
         Ok(opened) => opened,
         Err(code) => return code,
     };
-    match store.query(&runtime, &args.query, &args.format) {
+    let answer = if args.write {
+        store.query(&runtime, &query, &args.format)
+    } else {
+        store.query_read_only(&runtime, &query, &args.format)
+    };
+    match answer {
         Ok(output) => {
             if output.is_empty() {
                 // Pretty formats print nothing for an empty result; say so (on stderr, so
@@ -56,8 +105,18 @@ pub(crate) fn run(args: &SqlArgs) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(error) => {
-            eprintln!("error: {error}");
+        Err(message) if !args.write && is_read_only_refusal(&message) => {
+            eprintln!(
+                "error: `epicenter sql` only reads: this query would write, change a setting or call a table function (add --write to allow writes and settings); {} said: {message}",
+                store.describe(&config.storage)
+            );
+            ExitCode::from(1)
+        }
+        Err(message) => {
+            eprintln!(
+                "error: the query failed; {} said: {message}",
+                store.describe(&config.storage)
+            );
             ExitCode::from(1)
         }
     }

@@ -42,11 +42,36 @@ fn a_misspelt_key_is_named_with_its_path_and_line() {
     let output = check_config(path.to_str().unwrap());
     let stderr = String::from_utf8_lossy(&output.stderr);
     std::fs::remove_file(&path).unwrap();
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.status.code(), Some(64));
     assert!(
         stderr.contains(":3:5: scrape_configs[0].scrape_intervall: unknown field `scrape_intervall`"),
         "{stderr}"
     );
+}
+
+/// `check config` and `run` agree: the same typo gives the same error and the same status.
+#[test]
+fn check_and_run_exit_alike_for_the_same_typo() {
+    let path = write_temp(
+        "same-typo.yml",
+        "scrape_configs:\n  - job_name: a\n    scrape_intervall: 5s\n",
+    );
+    let checked = check_config(path.to_str().unwrap());
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["run", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let checked_stderr = String::from_utf8_lossy(&checked.stderr);
+    let run_stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(
+        checked.status.code(),
+        run.status.code(),
+        "{checked_stderr}\n{run_stderr}"
+    );
+    let first_line = |text: &str| text.lines().next().unwrap_or_default().to_string();
+    assert_eq!(first_line(&checked_stderr), first_line(&run_stderr));
 }
 
 #[test]
@@ -56,7 +81,7 @@ fn every_validation_problem_is_listed() {
     let output = check_config(path.to_str().unwrap());
     let stderr = String::from_utf8_lossy(&output.stderr);
     std::fs::remove_file(&path).unwrap();
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.status.code(), Some(64));
     assert!(
         stderr.contains("scrape_configs[0].static_configs[0].targets[0]: 'localhost' has no port"),
         "{stderr}"
@@ -69,9 +94,9 @@ fn every_validation_problem_is_listed() {
 }
 
 #[test]
-fn a_missing_file_exits_three() {
+fn a_missing_file_exits_as_run_does() {
     let output = check_config("/nonexistent/epicenter.yml");
-    assert_eq!(output.status.code(), Some(3));
+    assert_eq!(output.status.code(), Some(64));
 }
 
 #[test]
@@ -111,7 +136,7 @@ fn a_broken_detector_rules_file_fails_the_check() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     std::fs::remove_file(&path).unwrap();
     std::fs::remove_file(&rules).unwrap();
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
     assert!(
         stderr.contains("detector.rules_file") && stderr.contains("signals[0].floor"),
         "{stderr}"

@@ -81,6 +81,13 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
     parts
 }
 
+#[test]
+fn words_inside_strings_are_not_imports() {
+    let code = "let a = \"stop it or use another store\"; let b = r#\"use x::y;\"#; let c = '\"'; use crate::real::path;";
+    let named: BTreeSet<Vec<String>> = named_paths(code, &[]).into_iter().collect();
+    assert_eq!(named, BTreeSet::from([vec!["real".to_string(), "path".to_string()]]));
+}
+
 /// `a::{b, c::{d, e}}` → [a::b, a::c::d, a::c::e].
 fn expand(tree: &str) -> Vec<String> {
     let tree = tree.trim();
@@ -111,6 +118,60 @@ fn expand(tree: &str) -> Vec<String> {
         .collect()
 }
 
+/// `code` with the contents of string and character literals blanked (`"… use x …"` is not a
+/// `use` item): plain strings with their escapes, raw strings `r#"…"#`, and `'"'`.
+fn without_strings(code: &str) -> String {
+    let chars: Vec<char> = code.chars().collect();
+    let mut out = String::with_capacity(code.len());
+    let mut at = 0;
+    while at < chars.len() {
+        let character = chars[at];
+        let word_before = at > 0 && (chars[at - 1].is_alphanumeric() || chars[at - 1] == '_');
+        if character == 'r' && !word_before {
+            let mut hashes = 0;
+            while chars.get(at + 1 + hashes) == Some(&'#') {
+                hashes += 1;
+            }
+            if chars.get(at + 1 + hashes) == Some(&'"') {
+                let mut end = at + 2 + hashes;
+                while end < chars.len()
+                    && !(chars[end] == '"' && (1..=hashes).all(|k| chars.get(end + k) == Some(&'#')))
+                {
+                    end += 1;
+                }
+                out.push_str("\"\"");
+                at = end + 1 + hashes;
+                continue;
+            }
+        }
+        if character == '"' {
+            let mut end = at + 1;
+            while end < chars.len() && chars[end] != '"' {
+                end += if chars[end] == '\\' { 2 } else { 1 };
+            }
+            out.push_str("\"\"");
+            at = end + 1;
+            continue;
+        }
+        if character == '\'' {
+            if chars.get(at + 1) == Some(&'\\') {
+                let end = (at + 2..chars.len()).find(|&k| chars[k] == '\'').unwrap_or(chars.len());
+                out.push_str("' '");
+                at = end + 1;
+                continue;
+            }
+            if chars.get(at + 2) == Some(&'\'') {
+                out.push_str("' '");
+                at += 3;
+                continue;
+            }
+        }
+        out.push(character);
+        at += 1;
+    }
+    out
+}
+
 /// The module paths a file names: from `use` items and `crate::` paths in code.
 fn named_paths(text: &str, module: &[String]) -> Vec<Vec<String>> {
     let code: Vec<&str> = text
@@ -118,7 +179,7 @@ fn named_paths(text: &str, module: &[String]) -> Vec<Vec<String>> {
         .take_while(|line| line.trim() != "#[cfg(test)]")
         .filter(|line| !line.trim_start().starts_with("//"))
         .collect();
-    let code = code.join("\n");
+    let code = without_strings(&code.join("\n"));
     let mut paths = Vec::new();
     // `use` items, possibly over several lines.
     let mut rest = code.as_str();

@@ -152,6 +152,30 @@ pub struct TargetStatus {
     last_scrape_duration: f64,
 }
 
+/// Counts of targets by health ([`TargetRegistry::health`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TargetHealth {
+    /// Targets whose last scrape succeeded.
+    pub up: usize,
+    /// Targets whose last scrape failed.
+    pub down: usize,
+    /// Targets not scraped yet.
+    pub unknown: usize,
+    /// The first down target, in identity order.
+    pub first_down: Option<DownTarget>,
+}
+
+/// A target that is down, and why (its last scrape's error).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DownTarget {
+    /// Its job.
+    pub job: String,
+    /// Its scrape URL.
+    pub url: String,
+    /// The last scrape's error (`request failed: connection refused`, `HTTP 500`, …).
+    pub error: String,
+}
+
 /// Health of every target, updated from scrape outcomes.
 #[derive(Default)]
 pub struct TargetRegistry {
@@ -198,6 +222,30 @@ impl TargetRegistry {
     /// Every target's status, by identity.
     pub fn statuses(&self) -> Vec<TargetStatus> {
         self.lock().values().cloned().collect()
+    }
+
+    /// How many targets are up, down and not scraped yet, with the first down target (in
+    /// identity order): what a status line shows.
+    pub fn health(&self) -> TargetHealth {
+        let targets = self.lock();
+        let mut health = TargetHealth::default();
+        for status in targets.values() {
+            match status.health {
+                "up" => health.up += 1,
+                "down" => {
+                    health.down += 1;
+                    if health.first_down.is_none() {
+                        health.first_down = Some(DownTarget {
+                            job: status.scrape_pool.clone(),
+                            url: status.scrape_url.clone(),
+                            error: status.last_error.clone(),
+                        });
+                    }
+                }
+                _ => health.unknown += 1,
+            }
+        }
+        health
     }
 
     /// Whether every target has been scraped at least once, and how many wait for their

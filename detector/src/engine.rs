@@ -100,7 +100,7 @@ pub struct Verdict {
     pub service: String,
     /// Instances named.
     pub instances: Vec<String>,
-    /// 0..1: the leader's share of the top three candidates' scores.
+    /// 0..1: the leader's share of the top three candidates' scores, to three decimals.
     pub confidence: f64,
     /// Ranked candidates, the leader first (at most 5).
     pub candidates: Vec<Candidate>,
@@ -787,7 +787,13 @@ impl Detector {
             hosts,
             service,
             instances,
-            confidence: if top > 0.0 { leader.score / top } else { 0.0 },
+            // Three decimals: a share, not a measurement (`0.92`, never `0.9198606271777003`
+            // in the tables, the API and alerts).
+            confidence: if top > 0.0 {
+                (leader.score / top * 1000.0).round() / 1000.0
+            } else {
+                0.0
+            },
             candidates: candidates.iter().take(5).cloned().collect(),
             evidence: relevant,
             onset_ms: candidates

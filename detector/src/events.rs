@@ -72,14 +72,19 @@ impl Verdict {
     pub fn describe(&self) -> String {
         let hosts: Vec<&str> = self.hosts.iter().take(3).map(String::as_str).collect();
         format!(
-            "{} of {} ({}) on {} in {}, confidence {:.2}, {} pieces of evidence",
+            "{} of {} ({}) on {} in {}, confidence {:.2}, {} {}",
             self.kind,
             self.instances.join(", "),
             self.service,
             hosts.join(", "),
             self.dc,
             self.confidence,
-            self.evidence.len()
+            self.evidence.len(),
+            if self.evidence.len() == 1 {
+                "piece of evidence"
+            } else {
+                "pieces of evidence"
+            }
         )
     }
 }

@@ -567,10 +567,16 @@ impl Scenario {
         }
         let text = std::fs::read_to_string(Path::new(name_or_path)).map_err(|error| ScenarioError {
             path: name_or_path.to_string(),
-            message: format!(
-                "not a shipped scenario ({}) and not a readable file: {error}",
-                SHIPPED.map(|(name, _)| name).join(", ")
-            ),
+            message: match closest_shipped(name_or_path) {
+                Some(close) => format!(
+                    "not a shipped scenario and not a readable file ({error}); did you mean '{close}'? (shipped: {})",
+                    SHIPPED.map(|(name, _)| name).join(", ")
+                ),
+                None => format!(
+                    "not a shipped scenario ({}) and not a readable file: {error}",
+                    SHIPPED.map(|(name, _)| name).join(", ")
+                ),
+            },
         })?;
         Scenario::from_yaml(&text).map_err(|error| ScenarioError {
             path: format!("{name_or_path}: {}", error.path),
@@ -720,5 +726,34 @@ impl Scenario {
             }
         }
         Ok(())
+    }
+}
+
+/// The shipped scenario name closest to `given` when it is near enough to be a typo
+/// (Jaro-Winkler similarity of at least 0.85, the threshold clap uses for its own suggestions).
+fn closest_shipped(given: &str) -> Option<&'static str> {
+    SHIPPED
+        .iter()
+        .map(|(name, _)| (*name, strsim::jaro_winkler(given, name)))
+        .filter(|(_, similarity)| *similarity >= 0.85)
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(name, _)| name)
+}
+
+#[cfg(test)]
+mod suggestion_tests {
+    use super::*;
+
+    #[test]
+    fn a_misspelt_scenario_name_gets_a_suggestion() {
+        assert_eq!(closest_shipped("redis-node-los"), Some("redis-node-loss"));
+        assert_eq!(closest_shipped("redis-slow-nod"), Some("redis-slow-node"));
+        assert_eq!(closest_shipped("my-incident.yml"), None);
+        let error = Scenario::load("backend-cold-strat").unwrap_err();
+        assert!(
+            error.message.contains("did you mean 'backend-cold-start'?"),
+            "{}",
+            error.message
+        );
     }
 }

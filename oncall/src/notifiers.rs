@@ -199,18 +199,9 @@ async fn run(
         tokio::select! {
             event = inbox.recv() => {
                 let Some(event) = event else { return };
-                let id = event.verdict.id();
-                if last_state.get(&id) == Some(&event.state) && event.state != "updated" {
-                    continue;
+                for (verdict, resolved) in deliveries(&mut open, &mut last_state, &event) {
+                    deliver(&config, &client, &verdict, resolved, &stats, &mut shutdown).await;
                 }
-                last_state.insert(id.clone(), event.state.clone());
-                let resolved = event.state == "resolved";
-                if resolved {
-                    open.remove(&id);
-                } else {
-                    open.insert(id.clone(), (event.verdict.clone(), std::time::Instant::now()));
-                }
-                deliver(&config, &client, &event.verdict, resolved, &stats, &mut shutdown).await;
             }
             _ = ticks.tick() => {
                 if config.kind != NotifierKind::Alertmanager {
@@ -231,6 +222,53 @@ async fn run(
             _ = shutdown.changed() => return,
         }
     }
+}
+
+/// The alert labels of a verdict (what Alertmanager tells alerts apart by): dc, first host,
+/// service, kind.
+fn alert_identity(verdict: &Verdict) -> (&str, &str, &str, &str) {
+    (
+        verdict.dc.as_str(),
+        verdict.hosts.first().map_or("", String::as_str),
+        verdict.service.as_str(),
+        verdict.kind.as_str(),
+    )
+}
+
+/// What to send for `event`, in order: `(verdict, resolved)`. A repeated state is sent once
+/// (updates always); an update that moves the verdict to other alert labels (another host,
+/// datacenter, service or kind) first resolves the alert it was sent under, which would
+/// otherwise stay firing at the receiver until its `endsAt` passed.
+fn deliveries(
+    open: &mut HashMap<String, (Verdict, std::time::Instant)>,
+    last_state: &mut HashMap<String, String>,
+    event: &VerdictEvent,
+) -> Vec<(Verdict, bool)> {
+    let id = event.verdict.id();
+    if last_state.get(&id) == Some(&event.state) && event.state != "updated" {
+        return Vec::new();
+    }
+    last_state.insert(id.clone(), event.state.clone());
+    let mut sends = Vec::new();
+    if event.state == "resolved" {
+        open.remove(&id);
+        sends.push((event.verdict.clone(), true));
+        return sends;
+    }
+    if event.state == "updated" {
+        // The detector keeps one open verdict and updates it in place; its id names the first
+        // instance, so an update to another instance arrives under a new id. What was sent
+        // for it before is every entry held (one incident at a time).
+        let previous: Vec<Verdict> = open.drain().map(|(_, (verdict, _))| verdict).collect();
+        for verdict in previous {
+            if alert_identity(&verdict) != alert_identity(&event.verdict) {
+                sends.push((verdict, true));
+            }
+        }
+    }
+    open.insert(id, (event.verdict.clone(), std::time::Instant::now()));
+    sends.push((event.verdict.clone(), false));
+    sends
 }
 
 /// Sends one verdict, retrying with exponential backoff and jitter.
@@ -326,6 +364,61 @@ mod tests {
             services: Vec::new(),
             min_confidence,
         }
+    }
+
+    fn event(state: &str, verdict: &Verdict) -> VerdictEvent {
+        VerdictEvent {
+            time_ms: 0,
+            state: state.to_string(),
+            verdict: verdict.clone(),
+        }
+    }
+
+    /// Found under a busy machine: a node-loss verdict updated to a slow node on another host
+    /// left the first alert firing at Alertmanager (its labels name the first host) until its
+    /// endsAt passed, and re-sent it every resend interval.
+    #[test]
+    fn an_update_to_another_host_resolves_the_alert_sent_for_the_first() {
+        let mut open = HashMap::new();
+        let mut last = HashMap::new();
+        let first = verdict("node_loss", "dc-2", 0.9);
+        let mut moved = verdict("slow_node", "dc-2", 0.6);
+        moved.hosts = vec!["dc-2-redis-2".to_string()];
+        moved.instances = vec!["redis-2-2".to_string()];
+        let sent = |sends: Vec<(Verdict, bool)>| -> Vec<(String, String, bool)> {
+            sends
+                .into_iter()
+                .map(|(verdict, resolved)| (verdict.kind, verdict.hosts[0].clone(), resolved))
+                .collect()
+        };
+        let host = |verdict: &Verdict| verdict.hosts[0].clone();
+        assert_eq!(
+            sent(deliveries(&mut open, &mut last, &event("opened", &first))),
+            vec![("node_loss".to_string(), host(&first), false)]
+        );
+        // Opened twice (a repeat) is sent once.
+        assert!(deliveries(&mut open, &mut last, &event("opened", &first)).is_empty());
+        assert_eq!(
+            sent(deliveries(&mut open, &mut last, &event("updated", &moved))),
+            vec![
+                ("node_loss".to_string(), host(&first), true),
+                ("slow_node".to_string(), host(&moved), false)
+            ]
+        );
+        // Only the moved verdict is left to re-send.
+        assert_eq!(open.len(), 1);
+        // An update that keeps the labels (more evidence) re-sends without resolving.
+        let mut stronger = moved.clone();
+        stronger.confidence = 0.8;
+        assert_eq!(
+            sent(deliveries(&mut open, &mut last, &event("updated", &stronger))),
+            vec![("slow_node".to_string(), host(&moved), false)]
+        );
+        assert_eq!(
+            sent(deliveries(&mut open, &mut last, &event("resolved", &stronger))),
+            vec![("slow_node".to_string(), host(&moved), true)]
+        );
+        assert!(open.is_empty());
     }
 
     #[test]

@@ -102,6 +102,27 @@ impl Store {
         }
     }
 
+    /// Runs a query that may only read: the engine's or the server's `readonly = 1` setting
+    /// refuses anything that writes, changes settings or calls a table function, with an
+    /// error that [`is_read_only_refusal`] recognises. The embedded connection stays
+    /// read-only afterwards. Blocks as [`Store::query`].
+    pub fn query_read_only(
+        &self,
+        runtime: &tokio::runtime::Runtime,
+        sql: &str,
+        format: &str,
+    ) -> Result<Vec<u8>, String> {
+        match self {
+            Store::Embedded(store) => store
+                .set_read_only()
+                .and_then(|()| store.query(sql, format))
+                .map_err(|error| error.to_string()),
+            Store::Server(store) => runtime
+                .block_on(store.query_read_only(sql, format))
+                .map_err(|error| error.to_string()),
+        }
+    }
+
     /// Runs a statement (an insert) from async code: on the blocking pool for the embedded
     /// engine, over HTTP for a server. Errors as [`Store::query`].
     pub async fn execute(&self, sql: String) -> Result<(), String> {
@@ -126,7 +147,7 @@ impl Store {
     pub fn describe(&self, config: &StorageConfig) -> String {
         match self {
             Store::Embedded(_) => format!("the embedded store at {}", config.embedded_path().display()),
-            Store::Server(store) => format!("{store:?}"),
+            Store::Server(store) => store.to_string(),
         }
     }
 
@@ -201,6 +222,12 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// Whether a query error is ClickHouse refusing it for the `readonly` setting (error code 164,
+/// `READONLY`).
+pub fn is_read_only_refusal(message: &str) -> bool {
+    message.contains("(READONLY)") || message.contains("Code: 164.")
 }
 
 /// A ClickHouse string literal: single-quoted, with `\` and `'` escaped by a backslash.

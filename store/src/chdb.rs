@@ -31,8 +31,18 @@ pub enum ChdbError {
         /// The loader's message.
         reason: String,
     },
-    /// `chdb_connect` refused the data path.
-    #[error("embedded store: cannot open {0}: it is in use by another epicenter process (`run` holds its store; stop it before `sql`), or it is not a writable directory")]
+    /// Another process holds the store: the engine locks `<path>/status` while a
+    /// connection is open, one process at a time.
+    #[error("embedded store {path} is held by {holder}: the embedded store serves one process at a time; stop that process or use another store (--data DIR)")]
+    Held {
+        /// The data path.
+        path: String,
+        /// Who holds it, from the engine's status file: `` `epicenter run --config x.yml` (pid
+        /// 4242) `` when the process is alive, else `another process`.
+        holder: String,
+    },
+    /// `chdb_connect` refused the data path (not a writable directory, or a damaged store).
+    #[error("embedded store: cannot open {0}: not a writable directory, or not a store this engine can read")]
     Connect(String),
     /// A statement failed; the engine's message.
     #[error("{0}")]
@@ -208,17 +218,41 @@ impl Chdb {
         };
         std::fs::create_dir_all(data_path)
             .map_err(|error| ChdbError::Connect(format!("{}: {error}", data_path.display())))?;
+        // The engine prints its own `Cannot lock file …/status` to stderr when the store is
+        // held; ask first, and say who holds it.
+        if let Some(holder) = holder(data_path) {
+            return Err(ChdbError::Held {
+                path: data_path.display().to_string(),
+                holder,
+            });
+        }
         let program = CString::new("epicenter").map_err(|_| ChdbError::Connect("argument".into()))?;
         let path_argument = CString::new(format!("--path={}", data_path.display()))
             .map_err(|_| ChdbError::Connect(format!("{}: path contains a NUL byte", data_path.display())))?;
-        let mut argv = [program.as_ptr().cast_mut(), path_argument.as_ptr().cast_mut()];
-        // SAFETY: argv holds two valid C strings that outlive the call; signal handlers stay
+        // The engine's logger writes to the terminal only, and only when stderr is one; what
+        // it says there is not for the user (chDB 26.7 logs `<Fatal> ThreadStatus: current_thread
+        // contains invalid address` after every streaming insert into a table with a
+        // materialized view: its view chain's thread status is destroyed while another is
+        // current, which it only reports). Errors reach epicenter through each result instead.
+        let console_off = CString::new("--logger.console=0").map_err(|_| ChdbError::Connect("argument".into()))?;
+        let mut argv = [
+            program.as_ptr().cast_mut(),
+            path_argument.as_ptr().cast_mut(),
+            console_off.as_ptr().cast_mut(),
+        ];
+        // SAFETY: argv holds valid C strings that outlive the call; signal handlers stay
         // with the host process (tokio handles Ctrl-C).
         let connection = unsafe {
             signal_handlers(0);
             connect(argv.len() as c_int, argv.as_mut_ptr())
         };
         if connection.is_null() {
+            if let Some(holder) = holder(data_path) {
+                return Err(ChdbError::Held {
+                    path: data_path.display().to_string(),
+                    holder,
+                });
+            }
             return Err(ChdbError::Connect(data_path.display().to_string()));
         }
         Ok(Chdb { functions, connection })
@@ -301,10 +335,77 @@ impl Chdb {
     }
 }
 
+/// Who holds the store at `data_path`, if anyone: the engine keeps an exclusive `flock` on
+/// `<data_path>/status` while a connection is open and writes `PID: <pid>` into it (ClickHouse's
+/// status file). A free store is left unlocked; there is a moment between this check and the
+/// engine's own lock in which another process may take it (the engine then refuses, and
+/// [`ChdbError::Connect`] says so).
+fn holder(data_path: &Path) -> Option<String> {
+    use nix::fcntl::{Flock, FlockArg};
+    let status = data_path.join("status");
+    let file = std::fs::OpenOptions::new().read(true).open(&status).ok()?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => {
+            drop(lock);
+            None
+        }
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+            let text = std::fs::read_to_string(&status).unwrap_or_default();
+            Some(describe_holder(&text, |pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline")).ok()
+            }))
+        }
+        Err(_) => None,
+    }
+}
+
+/// Names the holder from the status file's text (`PID: 4242` on a line) and the process's
+/// `/proc/<pid>/cmdline` (NUL-separated arguments) as `cmdline` returns it.
+fn describe_holder(status: &str, cmdline: impl Fn(u32) -> Option<Vec<u8>>) -> String {
+    let pid = status
+        .lines()
+        .find_map(|line| line.strip_prefix("PID:"))
+        .and_then(|pid| pid.trim().parse::<u32>().ok());
+    let Some(pid) = pid else {
+        return "another process".to_string();
+    };
+    let Some(arguments) = cmdline(pid).filter(|arguments| !arguments.is_empty()) else {
+        return format!("process {pid}");
+    };
+    let mut words: Vec<String> = arguments
+        .split(|byte| *byte == 0)
+        .filter(|word| !word.is_empty())
+        .map(|word| String::from_utf8_lossy(word).into_owned())
+        .collect();
+    if let Some(program) = words.first_mut() {
+        if let Some(name) = Path::new(program.as_str()).file_name() {
+            *program = name.to_string_lossy().into_owned();
+        }
+    }
+    format!("`{}` (pid {pid})", words.join(" "))
+}
+
 impl Drop for Chdb {
     fn drop(&mut self) {
         // SAFETY: closes the connection chdb_connect returned, exactly once; the library is
         // never unloaded.
         unsafe { (self.functions.close)(self.connection) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_holder_is_named_by_its_command_line() {
+        let status = "PID: 4242\nStarted at: 2026-12-02 00:12:11\nRevision: 54513\n";
+        let cmdline = |pid: u32| (pid == 4242).then(|| b"/opt/bin/epicenter\0run\0--config\0x.yml\0".to_vec());
+        assert_eq!(
+            describe_holder(status, cmdline),
+            "`epicenter run --config x.yml` (pid 4242)"
+        );
+        assert_eq!(describe_holder("PID: 7\n", cmdline), "process 7");
+        assert_eq!(describe_holder("garbage", cmdline), "another process");
     }
 }

@@ -27,6 +27,31 @@ impl std::fmt::Debug for ClickHouseStore {
     }
 }
 
+impl std::fmt::Display for ClickHouseStore {
+    /// `the ClickHouse server at http://host:8123 (database epicenter)`, without any
+    /// credentials the URL carried.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the ClickHouse server at {} (database {})",
+            without_userinfo(&self.url),
+            self.database
+        )
+    }
+}
+
+/// `url` without a `user:password@` part: `http://u:p@host:8123/x` → `http://host:8123/x`.
+pub fn without_userinfo(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+        None => url.to_string(),
+    }
+}
+
 /// A failed request, and whether trying again can help (network errors and server-side
 /// failures yes; ClickHouse data, type and syntax errors no).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -112,6 +137,23 @@ impl ClickHouseStore {
         Ok(bytes.to_vec())
     }
 
+    /// Runs a query as [`ClickHouseStore::query`] does, with the server's `readonly = 1`
+    /// setting: statements that write, change settings or call table functions are refused by
+    /// the server (`Code: 164 … (READONLY)`).
+    pub async fn query_read_only(&self, sql: &str, format: &str) -> Result<Vec<u8>, ClickHouseError> {
+        let client = self
+            .client
+            .clone()
+            .with_database(self.database.clone())
+            .with_setting("readonly", "1");
+        let mut cursor = client
+            .query_raw(sql)
+            .fetch_bytes(format)
+            .map_err(|error| self.error(error))?;
+        let bytes = cursor.collect().await.map_err(|error| self.error(error))?;
+        Ok(bytes.to_vec())
+    }
+
     /// Inserts RowBinary rows in `table`'s column order.
     pub async fn insert_encoded(&self, table: Table, data: &[u8]) -> Result<u64, ClickHouseError> {
         if data.is_empty() {
@@ -130,5 +172,21 @@ impl ClickHouseStore {
             .map_err(|error| self.error(error))?;
         insert.end().await.map_err(|error| self.error(error))?;
         Ok(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_are_cut_from_urls() {
+        assert_eq!(
+            without_userinfo("http://u:secret@db:8123/x?y=1"),
+            "http://db:8123/x?y=1"
+        );
+        assert_eq!(without_userinfo("https://db:8443"), "https://db:8443");
+        assert_eq!(without_userinfo("http://db:8123/path@x"), "http://db:8123/path@x");
+        assert_eq!(without_userinfo("db:8123"), "db:8123");
     }
 }

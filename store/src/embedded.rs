@@ -57,6 +57,15 @@ impl EmbeddedStore {
         self.with_chdb(|chdb| chdb.query(sql, format))
     }
 
+    /// Makes the connection read-only from now on, with the engine's own `readonly = 1`
+    /// setting (it cannot be undone on this connection): statements that write, change
+    /// settings or call table functions (`file`, `url`, `remote`, …) are refused with
+    /// `Code: 164 … (READONLY)`.
+    pub fn set_read_only(&self) -> Result<(), ChdbError> {
+        self.with_chdb(|chdb| chdb.query("SET readonly = 1", "TabSeparated"))
+            .map(|_| ())
+    }
+
     /// Runs a query with `database` as the current database (for the HTTP interface's
     /// `database` parameter); the connection's current database is restored afterwards.
     pub fn query_in(&self, database: Option<&str>, sql: &str, format: &str) -> Result<Vec<u8>, ChdbError> {

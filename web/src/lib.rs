@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod config;
+pub mod status;
 pub mod telemetry;
 
 pub use api::{app, AppState, VerdictBook};
