@@ -35,7 +35,7 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
     // A detector rules file that cannot be used stops the run before the store is touched.
     if config.detector.enabled {
         if let Err(error) = config.detector.load_rules() {
-            eprintln!("error: {error}");
+            eprintln!("error: {}: {error}", args.config.display());
             return ExitCode::from(EXIT_CONFIG);
         }
     }

@@ -134,6 +134,13 @@ fn a_broken_detector_rules_file_fails_the_check() {
     );
     let output = check_config(path.to_str().unwrap());
     let stderr = String::from_utf8_lossy(&output.stderr);
+    // `run` refuses the same file with the same first line, naming the file too.
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["run", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let run_stderr = String::from_utf8_lossy(&run.stderr);
     std::fs::remove_file(&path).unwrap();
     std::fs::remove_file(&rules).unwrap();
     assert_eq!(output.status.code(), Some(64), "{stderr}");
@@ -141,4 +148,6 @@ fn a_broken_detector_rules_file_fails_the_check() {
         stderr.contains("detector.rules_file") && stderr.contains("signals[0].floor"),
         "{stderr}"
     );
+    assert_eq!(run.status.code(), Some(64), "{run_stderr}");
+    assert_eq!(stderr.lines().next(), run_stderr.lines().next());
 }

@@ -83,7 +83,8 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
 
 #[test]
 fn words_inside_strings_are_not_imports() {
-    let code = "let a = \"stop it or use another store\"; let b = r#\"use x::y;\"#; let c = '\"'; use crate::real::path;";
+    let code =
+        "let a = \"stop it or use another store\"; let b = r#\"use x::y;\"#; let c = '\"'; use crate::real::path;";
     let named: BTreeSet<Vec<String>> = named_paths(code, &[]).into_iter().collect();
     assert_eq!(named, BTreeSet::from([vec!["real".to_string(), "path".to_string()]]));
 }

@@ -128,25 +128,20 @@ impl ClickHouseStore {
     /// Runs a query (tables may be named without the database) and returns the output in
     /// `format`.
     pub async fn query(&self, sql: &str, format: &str) -> Result<Vec<u8>, ClickHouseError> {
-        let client = self.client.clone().with_database(self.database.clone());
-        let mut cursor = client
-            .query_raw(sql)
-            .fetch_bytes(format)
-            .map_err(|error| self.error(error))?;
-        let bytes = cursor.collect().await.map_err(|error| self.error(error))?;
-        Ok(bytes.to_vec())
+        self.fetch(self.client.clone(), sql, format).await
     }
 
     /// Runs a query as [`ClickHouseStore::query`] does, with the server's `readonly = 1`
     /// setting: statements that write, change settings or call table functions are refused by
     /// the server (`Code: 164 … (READONLY)`).
     pub async fn query_read_only(&self, sql: &str, format: &str) -> Result<Vec<u8>, ClickHouseError> {
-        let client = self
-            .client
-            .clone()
-            .with_database(self.database.clone())
-            .with_setting("readonly", "1");
+        self.fetch(self.client.clone().with_setting("readonly", "1"), sql, format)
+            .await
+    }
+
+    async fn fetch(&self, client: clickhouse::Client, sql: &str, format: &str) -> Result<Vec<u8>, ClickHouseError> {
         let mut cursor = client
+            .with_database(self.database.clone())
             .query_raw(sql)
             .fetch_bytes(format)
             .map_err(|error| self.error(error))?;
@@ -178,6 +173,43 @@ impl ClickHouseStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the server receives: the read-only query carries `readonly=1` as a ClickHouse
+    /// setting in the URL (the HTTP interface's way), the plain one does not.
+    #[tokio::test]
+    async fn a_read_only_query_asks_the_server_for_readonly() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let mut request_lines = Vec::new();
+            for _ in 0..2 {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                let mut buffer = vec![0u8; 16 * 1024];
+                let read = stream.read(&mut buffer).await.unwrap();
+                let text = String::from_utf8_lossy(&buffer[..read]).into_owned();
+                request_lines.push(text.lines().next().unwrap_or_default().to_string());
+                let _ = stream
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n1\n")
+                    .await;
+            }
+            request_lines
+        });
+        let config = ClickHouseConfig {
+            url,
+            database: "epicenter".into(),
+            user: "default".into(),
+            password_env: None,
+            password_file: None,
+            tls: None,
+        };
+        let store = ClickHouseStore::new(&config, None);
+        assert_eq!(store.query_read_only("SELECT 1", "TabSeparated").await.unwrap(), b"1\n");
+        assert_eq!(store.query("SELECT 1", "TabSeparated").await.unwrap(), b"1\n");
+        let lines = server.await.unwrap();
+        assert!(lines[0].contains("readonly=1"), "{lines:?}");
+        assert!(!lines[1].contains("readonly"), "{lines:?}");
+    }
 
     #[test]
     fn credentials_are_cut_from_urls() {
