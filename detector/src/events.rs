@@ -136,3 +136,41 @@ pub fn new_anomaly_rows(assessment: &Assessment, instances: &BTreeMap<String, In
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Anomaly;
+    use crate::rules::Class;
+
+    #[test]
+    fn the_one_line_counts_its_evidence_in_good_english() {
+        let anomaly = Anomaly {
+            instance: "redis-2-1".into(),
+            metric: "redis_up".into(),
+            class: Class::Availability,
+            peer: None,
+            score: 9.0,
+            onset_ms: 1_000,
+            rounds: 1,
+        };
+        let mut verdict = Verdict {
+            kind: "node_loss".into(),
+            dc: "dc-2".into(),
+            hosts: vec!["dc-2-host-3".into()],
+            service: "redis".into(),
+            instances: vec!["redis-2-1".into()],
+            confidence: 0.9198,
+            candidates: Vec::new(),
+            evidence: vec![anomaly.clone()],
+            onset_ms: 1_000,
+            opened_ms: 2_000,
+        };
+        assert_eq!(
+            verdict.describe(),
+            "node_loss of redis-2-1 (redis) on dc-2-host-3 in dc-2, confidence 0.92, 1 piece of evidence"
+        );
+        verdict.evidence.push(anomaly);
+        assert!(verdict.describe().ends_with(", 2 pieces of evidence"));
+    }
+}
