@@ -238,13 +238,30 @@ fn check_fault(
     );
     let injected = Instant::now();
     inject(rig);
-    let (verdict, took) = await_verdict(&rig.api, Duration::from_secs(30))
+    let (first, took) = await_verdict(&rig.api, Duration::from_secs(30))
         .unwrap_or_else(|| panic!("{fault}: no verdict within 30 s\n{}", epicenter_log(&rig.dir)));
     eprintln!(
         "{fault}: verdict after {:.1} s: {}",
         took.as_secs_f64(),
-        describe(&verdict)
+        describe(&first)
     );
+    // The kind may sharpen within the 30 s: on a busy machine the callers' waiting pools are
+    // seen a round before the hung node's own exporter times out (`up` down), so a hang can
+    // open as `slow_node` and be updated to `node_hang` on the same host.
+    let mut verdict = first;
+    while verdict["kind"] != kind && injected.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(250));
+        if let Some(now) = open_verdict(&rig.api) {
+            if now["kind"] == kind {
+                eprintln!(
+                    "{fault}: updated after {:.1} s: {}",
+                    injected.elapsed().as_secs_f64(),
+                    describe(&now)
+                );
+            }
+            verdict = now;
+        }
+    }
     assert_eq!(verdict["hosts"][0], host.as_str(), "{fault}: wrong host: {verdict:#}");
     assert_eq!(verdict["dc"], dc.as_str(), "{fault}: wrong dc: {verdict:#}");
     assert_eq!(verdict["kind"], kind, "{fault}: wrong kind: {verdict:#}");
@@ -283,9 +300,15 @@ fn check_fault(
         resolved.as_secs_f64()
     );
     let _ = recovered;
+    // Once it said the right kind, the verdict on this host kept it.
+    let mut settled = false;
     for (_, state, first, event_kind) in verdict_events(&rig.api) {
+        if first != host || state == "resolved" {
+            continue;
+        }
+        settled |= event_kind == kind;
         assert!(
-            state == "resolved" || first != host || event_kind == kind,
+            !settled || event_kind == kind,
             "{fault}: the verdict on {host} changed kind to {event_kind}"
         );
     }
