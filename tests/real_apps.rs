@@ -20,8 +20,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    await_quiet, await_verdict, describe, epicenter_log, free_port, get_text, loadgen, require, signal, spawn,
-    start_epicenter, verdict_events, wait_port, Guard, Signal,
+    await_kind, await_quiet, await_verdict, describe, epicenter_log, free_port, get_text, loadgen, require, signal,
+    spawn, start_epicenter, verdict_events, wait_port, Guard, Signal,
 };
 
 fn work_dir(label: &str) -> std::path::PathBuf {
@@ -94,12 +94,19 @@ fn e2e_a_runaway_mailbox_is_named_with_its_service_and_host() {
         response.starts_with("HTTP/1.1 200") || response.starts_with("HTTP/1.0 200"),
         "{response}"
     );
-    let (verdict, took) = await_verdict(&api, Duration::from_secs(30))
+    let (first, took) = await_verdict(&api, Duration::from_secs(30))
         .unwrap_or_else(|| panic!("mailbox flood: no verdict within 30 s\n{}", epicenter_log(&dir)));
     eprintln!(
         "mailbox flood on {host}: verdict after {:.1} s: {}",
         took.as_secs_f64(),
-        describe(&verdict)
+        describe(&first)
+    );
+    // The kind may sharpen within the same 30 s on a busy machine (see `await_kind`).
+    let verdict = await_kind(
+        &api,
+        "mailbox_overload",
+        first,
+        Instant::now() + Duration::from_secs(30).saturating_sub(took),
     );
     assert_eq!(verdict["kind"], "mailbox_overload", "{verdict:#}");
     assert_eq!(verdict["service"], "presence", "{verdict:#}");
@@ -277,14 +284,18 @@ fn e2e_a_cold_deploy_is_named_on_the_restarted_hosts_only() {
         jvms[index].4 = start_jvm(java, &classes, port, &name, "24m", 0, &mut guard);
         assert!(wait_port(port, Duration::from_secs(30)), "{name} did not come back");
     }
-    let (verdict, took) = await_verdict(&api, Duration::from_secs(60))
+    let (first, took) = await_verdict(&api, Duration::from_secs(60))
         .unwrap_or_else(|| panic!("deploy: no verdict within 60 s\n{}", epicenter_log(&dir)));
     eprintln!(
         "cold deploy of {:?}: verdict after {:.1} s: {}",
         deployed.map(|i| jvms[i].0.clone()),
         took.as_secs_f64(),
-        describe(&verdict)
+        describe(&first)
     );
+    // On a busy machine the first round can see the slow requests before the restarts
+    // (`unknown`); the kind sharpens to `cold_start` within the same 60 s.
+    let verdict = await_kind(&api, "cold_start", first, started + Duration::from_secs(60));
+    eprintln!("cold deploy: {}", describe(&verdict));
     let _ = started;
     assert_eq!(verdict["kind"], "cold_start", "{verdict:#}");
     assert_eq!(verdict["service"], "orders", "{verdict:#}");

@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    await_quiet, await_verdict, describe, epicenter_log, free_port, loadgen, open_verdict, receiver, require, signal,
-    spawn, start_alertmanager, start_epicenter, verdict_events, wait_port, Guard, Signal,
+    await_kind, await_quiet, await_verdict, describe, epicenter_log, free_port, loadgen, open_verdict, receiver,
+    require, signal, spawn, start_alertmanager, start_epicenter, verdict_events, wait_port, Guard, Signal,
 };
 
 /// One Redis node and its exporter.
@@ -245,23 +245,10 @@ fn check_fault(
         took.as_secs_f64(),
         describe(&first)
     );
-    // The kind may sharpen within the 30 s: on a busy machine the callers' waiting pools are
-    // seen a round before the hung node's own exporter times out (`up` down), so a hang can
-    // open as `slow_node` and be updated to `node_hang` on the same host.
-    let mut verdict = first;
-    while verdict["kind"] != kind && injected.elapsed() < Duration::from_secs(30) {
-        std::thread::sleep(Duration::from_millis(250));
-        if let Some(now) = open_verdict(&rig.api) {
-            if now["kind"] == kind {
-                eprintln!(
-                    "{fault}: updated after {:.1} s: {}",
-                    injected.elapsed().as_secs_f64(),
-                    describe(&now)
-                );
-            }
-            verdict = now;
-        }
-    }
+    // The kind may sharpen within the 30 s (a hang can open as `slow_node`: the callers'
+    // waiting pools are seen a round before the hung node's own exporter times out).
+    let verdict = await_kind(&rig.api, kind, first, injected + Duration::from_secs(30));
+    eprintln!("{fault}: named as {}", describe(&verdict));
     assert_eq!(verdict["hosts"][0], host.as_str(), "{fault}: wrong host: {verdict:#}");
     assert_eq!(verdict["dc"], dc.as_str(), "{fault}: wrong dc: {verdict:#}");
     assert_eq!(verdict["kind"], kind, "{fault}: wrong kind: {verdict:#}");

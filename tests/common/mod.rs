@@ -279,6 +279,22 @@ pub(crate) fn await_verdict(api: &str, limit: Duration) -> Option<(serde_json::V
     None
 }
 
+/// The open verdict at `api` once its kind is `kind`, starting from `first` (the verdict
+/// [`await_verdict`] returned) and waiting until `deadline` at the latest; the last verdict
+/// seen otherwise. On a busy machine the kind can sharpen a round or two after the verdict
+/// opens (the callers' evidence is seen before the root's own: a hung node's exporter timing
+/// out, a restarted JVM's first slow requests), on the same host.
+pub(crate) fn await_kind(api: &str, kind: &str, first: serde_json::Value, deadline: Instant) -> serde_json::Value {
+    let mut verdict = first;
+    while verdict["kind"] != kind && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(250));
+        if let Some(now) = open_verdict(api) {
+            verdict = now;
+        }
+    }
+    verdict
+}
+
 /// Waits up to `limit` until no verdict is open at `api`.
 pub(crate) fn await_quiet(api: &str, limit: Duration) -> bool {
     let start = Instant::now();
