@@ -208,3 +208,43 @@ fn a_missing_library_says_how_to_get_it() {
     assert!(message.contains("scripts/setup"), "{message}");
     assert!(message.contains("EPICENTER_CHDB_LIB"), "{message}");
 }
+
+/// Two connections on one data path in one process, each with its own session settings: a
+/// read-only one (ClickHouse's `readonly = 1`) refuses writes and table functions while the
+/// other keeps writing, and the read-only one sees what the other wrote. (The way for a
+/// read-only query endpoint beside the writer.)
+#[test]
+fn a_second_connection_reads_only_while_the_first_writes() {
+    if !library_available("a_second_connection_reads_only_while_the_first_writes") {
+        return;
+    }
+    let writer = EmbeddedStore::open(data_path(), "two_connections").unwrap();
+    let reader = EmbeddedStore::open(data_path(), "two_connections").unwrap();
+    writer
+        .query("CREATE DATABASE IF NOT EXISTS two_connections", "TabSeparated")
+        .unwrap();
+    writer
+        .query(
+            "CREATE TABLE IF NOT EXISTS two_connections.t (x UInt64) ENGINE = MergeTree ORDER BY x",
+            "TabSeparated",
+        )
+        .unwrap();
+    reader.set_read_only().unwrap();
+    let refused = reader
+        .query("INSERT INTO two_connections.t VALUES (1)", "TabSeparated")
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("(READONLY)"), "{refused}");
+    let refused = reader
+        .query("SELECT * FROM file('/etc/hostname', 'LineAsString')", "TabSeparated")
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("(READONLY)"), "{refused}");
+    writer
+        .query("INSERT INTO two_connections.t VALUES (7), (8)", "TabSeparated")
+        .unwrap();
+    let seen = reader
+        .query("SELECT sum(x) FROM two_connections.t", "TabSeparated")
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&seen), "15\n");
+}

@@ -351,6 +351,11 @@ fn holder(data_path: &Path) -> Option<String> {
         }
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
             let text = std::fs::read_to_string(&status).unwrap_or_default();
+            // This process's own connection: chDB opens a second connection on the same
+            // path (with its own session settings), so it is not held against us.
+            if status_pid(&text) == Some(std::process::id()) {
+                return None;
+            }
             Some(describe_holder(&text, |pid| {
                 std::fs::read(format!("/proc/{pid}/cmdline")).ok()
             }))
@@ -359,14 +364,18 @@ fn holder(data_path: &Path) -> Option<String> {
     }
 }
 
+/// The `PID: <pid>` line of the engine's status file.
+fn status_pid(status: &str) -> Option<u32> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("PID:"))
+        .and_then(|pid| pid.trim().parse::<u32>().ok())
+}
+
 /// Names the holder from the status file's text (`PID: 4242` on a line) and the process's
 /// `/proc/<pid>/cmdline` (NUL-separated arguments) as `cmdline` returns it.
 fn describe_holder(status: &str, cmdline: impl Fn(u32) -> Option<Vec<u8>>) -> String {
-    let pid = status
-        .lines()
-        .find_map(|line| line.strip_prefix("PID:"))
-        .and_then(|pid| pid.trim().parse::<u32>().ok());
-    let Some(pid) = pid else {
+    let Some(pid) = status_pid(status) else {
         return "another process".to_string();
     };
     let Some(arguments) = cmdline(pid).filter(|arguments| !arguments.is_empty()) else {
