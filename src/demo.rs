@@ -68,10 +68,14 @@ fn store_folder(given: Option<&PathBuf>, scenario: &str, start_ms: i64) -> Resul
             PathBuf::from("demo-data").join(format!("{name}-{stamp}"))
         }
     };
-    let occupied = std::fs::read_dir(&folder).is_ok_and(|mut entries| entries.next().is_some());
+    let occupied = match std::fs::read_dir(&folder) {
+        Ok(mut entries) => entries.next().is_some(),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => false,
+        Err(error) => return Err(format!("store folder {}: {error}", folder.display())),
+    };
     if occupied {
         return Err(format!(
-            "--data {}: the folder already holds files (an earlier run's store?); a demo writes a store of its own: name a new folder, or leave --data out for a fresh one under ./demo-data",
+            "store folder {}: it already holds files (an earlier run's store?); a demo writes a store of its own: name a new folder with --data, or leave --data out for a fresh one under ./demo-data",
             folder.display()
         ));
     }

@@ -554,7 +554,7 @@ fn a_demo_stopped_before_its_fault_says_so() {
         .args(["demo", "--speed", "5", "--data"])
         .arg(dir.join("data"))
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());

@@ -84,7 +84,7 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
 #[test]
 fn words_inside_strings_are_not_imports() {
     let code =
-        "let a = \"stop it or use another store\"; let b = r#\"use x::y;\"#; let c = '\"'; use crate::real::path;";
+        "let a = \"stop it or use another store\"; let b = r#\"use x::y;\"#; let c = '\"'; let d = '\\''; use crate::real::path;";
     let named: BTreeSet<Vec<String>> = named_paths(code, &[]).into_iter().collect();
     assert_eq!(named, BTreeSet::from([vec!["real".to_string(), "path".to_string()]]));
 }
@@ -156,7 +156,8 @@ fn without_strings(code: &str) -> String {
         }
         if character == '\'' {
             if chars.get(at + 1) == Some(&'\\') {
-                let end = (at + 2..chars.len()).find(|&k| chars[k] == '\'').unwrap_or(chars.len());
+                // `'\''`, `'\n'`, `'\u{1F600}'`: the closing quote comes after the escaped one.
+                let end = (at + 3..chars.len()).find(|&k| chars[k] == '\'').unwrap_or(chars.len());
                 out.push_str("' '");
                 at = end + 1;
                 continue;

@@ -299,6 +299,7 @@ fn check_fault(
             "{fault}: the verdict on {host} changed kind to {event_kind}"
         );
     }
+    assert!(settled, "{fault}: no verdict event on {host} said {kind}");
     assert!(
         await_quiet(&rig.api, Duration::from_secs(60)),
         "{fault}: the verdict stayed open"

@@ -251,7 +251,14 @@ fn deliveries(
     last_state.insert(id.clone(), event.state.clone());
     let mut sends = Vec::new();
     if event.state == "resolved" {
-        open.remove(&id);
+        // Everything held is this incident (one at a time): an alert sent under other labels
+        // (an update that was never seen, a dropped event) is resolved too, never left to be
+        // re-sent as firing.
+        for (_, (verdict, _)) in open.drain() {
+            if alert_identity(&verdict) != alert_identity(&event.verdict) {
+                sends.push((verdict, true));
+            }
+        }
         sends.push((event.verdict.clone(), true));
         return sends;
     }

@@ -66,10 +66,16 @@ impl Store {
         Ok(Store::Embedded(Arc::new(store)))
     }
 
-    /// Opens the store `config` names for reading: a missing embedded store, or a folder that
-    /// is not one, is an error (rather than a new empty store written into it).
-    pub fn open_existing(config: &StorageConfig, runtime: &tokio::runtime::Runtime) -> Result<Store, OpenError> {
-        if config.clickhouse.is_none() {
+    /// Opens the store `config` names for reading, changing nothing in it: no schema step
+    /// (a reader never runs DDL, and a read-only ClickHouse user is enough), and a missing
+    /// embedded store, or a folder that is not one, is an error (rather than a new empty store
+    /// written into it).
+    pub fn open_existing(config: &StorageConfig, _runtime: &tokio::runtime::Runtime) -> Result<Store, OpenError> {
+        if let Some(clickhouse) = &config.clickhouse {
+            let password = clickhouse.password().map_err(OpenError::Config)?;
+            return Ok(Store::Server(Arc::new(ClickHouseStore::new(clickhouse, password))));
+        }
+        {
             let path = config.embedded_path();
             if !path.exists() {
                 return Err(OpenError::Failed(format!(
@@ -86,8 +92,13 @@ impl Store {
                     path.display()
                 )));
             }
+            let store =
+                EmbeddedStore::open(&path, EMBEDDED_DATABASE).map_err(|error| OpenError::Failed(error.to_string()))?;
+            store
+                .use_database()
+                .map_err(|error| OpenError::Failed(format!("embedded store at {}: {error}", path.display())))?;
+            Ok(Store::Embedded(Arc::new(store)))
         }
-        Store::open(config, runtime)
     }
 
     /// Runs a query and returns its output in `format` (any ClickHouse output format).

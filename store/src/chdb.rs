@@ -33,12 +33,13 @@ pub enum ChdbError {
     },
     /// Another process holds the store: the engine locks `<path>/status` while a
     /// connection is open, one process at a time.
-    #[error("embedded store {path} is held by {holder}: the embedded store serves one process at a time; stop that process or use another store (--data DIR)")]
+    #[error("embedded store {path} is held by {holder}: the embedded store serves one process at a time; stop that process, or use another store")]
     Held {
         /// The data path.
         path: String,
         /// Who holds it, from the engine's status file: `` `epicenter run --config x.yml` (pid
-        /// 4242) `` when the process is alive, else `another process`.
+        /// 4242) `` when its command line can be read, `process 4242` when not, `another
+        /// process` without a PID.
         holder: String,
     },
     /// `chdb_connect` refused the data path (not a writable directory, or a damaged store).

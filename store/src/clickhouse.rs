@@ -31,23 +31,20 @@ impl std::fmt::Display for ClickHouseStore {
     /// `the ClickHouse server at http://host:8123 (database epicenter)`, without any
     /// credentials the URL carried.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the ClickHouse server at {} (database {})",
-            without_userinfo(&self.url),
-            self.database
-        )
+        write!(f, "the ClickHouse server at {} (database {})", self.url, self.database)
     }
 }
 
-/// `url` without a `user:password@` part: `http://u:p@host:8123/x` → `http://host:8123/x`.
+/// `url` without a `user:password@` part: `http://u:p@host:8123/x` → `http://host:8123/x`; a
+/// URL without `scheme://` loses it too (`u:p@host:8123` → `host:8123`).
 pub fn without_userinfo(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
+    let (prefix, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url),
     };
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+        Some(at) => format!("{prefix}{}", &rest[at + 1..]),
         None => url.to_string(),
     }
 }
@@ -95,7 +92,8 @@ impl ClickHouseStore {
         ClickHouseStore {
             client,
             database: config.database.clone(),
-            url: config.url.clone(),
+            // For errors, Debug and Display: never the credentials a URL may carry.
+            url: without_userinfo(&config.url),
         }
     }
 
@@ -220,5 +218,6 @@ mod tests {
         assert_eq!(without_userinfo("https://db:8443"), "https://db:8443");
         assert_eq!(without_userinfo("http://db:8123/path@x"), "http://db:8123/path@x");
         assert_eq!(without_userinfo("db:8123"), "db:8123");
+        assert_eq!(without_userinfo("u:p@db:8123"), "db:8123");
     }
 }

@@ -49,8 +49,9 @@ impl AppState {
 }
 
 impl Status {
-    /// One line: `targets 41 up, 1 down (redis http://127.0.0.1:9121/metrics: request failed:
-    /// connection refused) | 4210 samples/s | writer backlog 0 | no open verdict`;
+    /// One line: `targets 41 up, 1 down | 4210 samples/s | writer backlog 0 | no open verdict |
+    /// down: redis http://127.0.0.1:9121/metrics: request failed: connection refused` (the
+    /// URL without credentials or query, control characters as `?`);
     /// `samples_per_second` is the caller's rate over its last interval. Failed samples are
     /// shown only when there are any.
     pub fn line(&self, samples_per_second: f64) -> String {
@@ -59,20 +60,38 @@ impl Status {
         if targets.unknown > 0 {
             parts[0].push_str(&format!(", {} not scraped yet", targets.unknown));
         }
-        if let Some(down) = &targets.first_down {
-            parts[0].push_str(&format!(" ({} {}: {})", down.job, down.url, cause(&down.error)));
-        }
         parts.push(format!("{samples_per_second:.0} samples/s"));
         if self.samples_failed > 0 {
             parts.push(format!("{} samples failed", self.samples_failed));
         }
         parts.push(format!("writer backlog {}", self.writer_backlog));
         parts.push(match &self.open_verdict {
-            Some(verdict) => format!("open verdict: {verdict}"),
+            Some(verdict) => format!("open verdict: {}", printable(verdict)),
             None => "no open verdict".to_string(),
         });
+        // Last, so that a narrow terminal cuts the detail rather than the counts.
+        if let Some(down) = &targets.first_down {
+            parts.push(format!(
+                "down: {} {}: {}",
+                printable(&down.job),
+                printable(&without_credentials(&down.url)),
+                printable(&cause(&down.error))
+            ));
+        }
         parts.join(" | ")
     }
+}
+
+/// `text` with control characters (escape sequences, newlines from a target's error or a
+/// label value) shown as `?`, so that nothing a target sends steers the terminal.
+fn printable(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
+}
+
+/// A scrape URL without `user:password@` and without its query (`?token=…`).
+fn without_credentials(url: &str) -> String {
+    let url = url.split(['?', '#']).next().unwrap_or(url);
+    epicenter_store::clickhouse::without_userinfo(url)
 }
 
 /// The end of an error chain (`a: b: c: connection refused (os error 111)` → its last two
@@ -100,6 +119,11 @@ mod tests {
             "tcp connect error: Connection refused (os error 111)"
         );
         assert_eq!(cause("HTTP 500"), "HTTP 500");
+        assert_eq!(printable("bad\x1b[31m\nline"), "bad?[31m?line");
+        assert_eq!(
+            without_credentials("http://u:secret@10.0.0.1:9100/probe?target=x&token=t"),
+            "http://10.0.0.1:9100/probe"
+        );
     }
 
     #[test]
@@ -122,7 +146,7 @@ mod tests {
         };
         assert_eq!(
             status.line(4210.4),
-            "targets 41 up, 1 down (redis http://127.0.0.1:9121/metrics: request failed: connection refused) | 4210 samples/s | writer backlog 3 | no open verdict"
+            "targets 41 up, 1 down | 4210 samples/s | writer backlog 3 | no open verdict | down: redis http://127.0.0.1:9121/metrics: request failed: connection refused"
         );
         status.targets = TargetHealth {
             up: 0,
