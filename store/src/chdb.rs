@@ -219,6 +219,7 @@ impl Chdb {
         };
         std::fs::create_dir_all(data_path)
             .map_err(|error| ChdbError::Connect(format!("{}: {error}", data_path.display())))?;
+        let _connecting = connecting();
         // The engine prints its own `Cannot lock file …/status` to stderr when the store is
         // held; ask first, and say who holds it.
         if let Some(holder) = holder(data_path) {
@@ -351,7 +352,16 @@ fn holder(data_path: &Path) -> Option<String> {
             None
         }
         Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
-            let text = std::fs::read_to_string(&status).unwrap_or_default();
+            // The engine locks the file first and writes its `PID:` line just after; give a
+            // holder that is starting up a moment (up to 1 s) to say who it is.
+            let mut text = std::fs::read_to_string(&status).unwrap_or_default();
+            for _ in 0..20 {
+                if status_pid(&text).is_some() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                text = std::fs::read_to_string(&status).unwrap_or_default();
+            }
             // This process's own connection: chDB opens a second connection on the same
             // path (with its own session settings), so it is not held against us.
             if status_pid(&text) == Some(std::process::id()) {
@@ -395,8 +405,17 @@ fn describe_holder(status: &str, cmdline: impl Fn(u32) -> Option<Vec<u8>>) -> St
     format!("`{}` (pid {pid})", words.join(" "))
 }
 
+/// Connections of this process open and close one at a time: the holder probe takes the
+/// status file's lock for a moment, which must not meet this process's own engine taking or
+/// releasing it, and a second connection must find the first one's `PID:` line written.
+fn connecting() -> std::sync::MutexGuard<'static, ()> {
+    static CONNECTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    CONNECTING.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 impl Drop for Chdb {
     fn drop(&mut self) {
+        let _connecting = connecting();
         // SAFETY: closes the connection chdb_connect returned, exactly once; the library is
         // never unloaded.
         unsafe { (self.functions.close)(self.connection) }
