@@ -15,6 +15,12 @@
 //! follows from the candidate's service and evidence (node loss, slow node, cold start after
 //! deploy, pool exhaustion, retry storm, mailbox overload, session loss, datacenter
 //! degradation). It resolves after `resolve_rounds` quiet rounds.
+//!
+//! While the detector is behind (its caller says so with [`Detector::set_behind`]: on a
+//! starved machine the monitored processes and epicenter starve together, and a second of
+//! everyone's latency is not a root cause), no verdict opens and none is taken over; the
+//! leader's rounds still count, so evidence that outlasts the starvation opens as soon as the
+//! detector keeps time again.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -217,6 +223,9 @@ pub struct Assessment {
     pub opened: bool,
     /// Whether an open verdict resolved this round.
     pub resolved: bool,
+    /// Whether this round was judged while the detector was behind ([`Detector::set_behind`]):
+    /// no verdict opened and none was taken over.
+    pub held: bool,
 }
 
 /// The detector's state.
@@ -236,6 +245,7 @@ pub struct Detector {
     leader: Option<(String, u32)>,
     open: Option<Verdict>,
     quiet_rounds: u32,
+    behind: bool,
 }
 
 impl Detector {
@@ -273,6 +283,7 @@ impl Detector {
             leader: None,
             open: None,
             quiet_rounds: 0,
+            behind: false,
         }
     }
 
@@ -296,6 +307,14 @@ impl Detector {
                 Some((entry.instance.clone(), peer))
             })
             .collect()
+    }
+
+    /// Whether the rounds judged from now on are judged while the detector is behind (its own
+    /// rounds run late: the machine it shares with what it watches is starved). While behind,
+    /// [`Detector::assess`] opens no verdict and lets no other instance take an open one over
+    /// (see the module docs); an open verdict goes on being updated or fading as usual.
+    pub fn set_behind(&mut self, behind: bool) {
+        self.behind = behind;
     }
 
     /// Feeds one scrape of `instance` at `time_ms`: `(metric, labels, value)` per sample.
@@ -415,6 +434,7 @@ impl Detector {
             verdict: None,
             opened: false,
             resolved: false,
+            held: self.behind,
         };
         self.lifecycle(&mut assessment);
         assessment
@@ -581,7 +601,7 @@ impl Detector {
             } else {
                 rounds >= self.settings.weak_rounds
             };
-            let confirmed = enough && kind.as_deref() != Some("transient");
+            let confirmed = enough && kind.as_deref() != Some("transient") && !self.behind;
             // Another instance takes an open verdict over only on evidence that would open
             // one by itself, and only once the open verdict's own instance has lost its
             // strong evidence (an instance restarted during an incident shows the incident's
@@ -925,6 +945,7 @@ mod tests {
             verdict: None,
             opened: false,
             resolved: false,
+            held: false,
         };
         let verdict = detector.verdict(&assessment, "slow_node".to_string());
         assert_eq!(verdict.instances, ["r2"]);
@@ -955,6 +976,7 @@ mod tests {
                 verdict: None,
                 opened: false,
                 resolved: false,
+                held: false,
             }
         };
         let first = assessment(
@@ -980,5 +1002,59 @@ mod tests {
         let verdict = detector.verdict(&later, "cold_start".to_string());
         assert_eq!(verdict.instances.len(), 1, "{verdict:?}");
         assert_eq!(verdict.hosts.len(), 1, "{verdict:?}");
+    }
+
+    /// Behind, strong evidence neither opens a verdict nor takes an open one over; the
+    /// leader's rounds still count, so what outlasts the hold opens in the first round on time.
+    #[test]
+    fn a_detector_that_is_behind_holds_new_verdicts() {
+        let mut detector = detector();
+        let round = |detector: &mut Detector, target: &str| {
+            // Two callers slow and one saturated towards `target`: score 6, not latency alone.
+            let anomalies = vec![
+                anomaly("b1", Class::Latency, Some(target), 0),
+                anomaly("b2", Class::Latency, Some(target), 0),
+                anomaly("b3", Class::Saturation, Some(target), 0),
+            ];
+            let candidates = detector.rank(&anomalies);
+            let mut assessment = Assessment {
+                time_ms: 10_000,
+                anomalies,
+                candidates,
+                verdict: None,
+                opened: false,
+                resolved: false,
+                held: detector.behind,
+            };
+            detector.lifecycle(&mut assessment);
+            assessment
+        };
+        // On time, the same evidence opens in its second round (confirm_rounds = 2).
+        let mut on_time = self::detector();
+        assert!(round(&mut on_time, "r2").verdict.is_none());
+        assert!(round(&mut on_time, "r2").opened);
+
+        detector.set_behind(true);
+        for _ in 0..4 {
+            let held = round(&mut detector, "r2");
+            assert!(held.held && held.verdict.is_none() && !held.opened, "{held:?}");
+        }
+        detector.set_behind(false);
+        let opened = round(&mut detector, "r2");
+        assert!(opened.opened && !opened.held, "{opened:?}");
+        assert_eq!(opened.verdict.as_ref().unwrap().instances, ["r2"]);
+
+        // Behind again, r1's evidence (strong enough to take over once r2's is gone) waits.
+        detector.set_behind(true);
+        for _ in 0..3 {
+            let held = round(&mut detector, "r1");
+            assert_eq!(
+                held.verdict.as_ref().map(|v| v.instances.clone()),
+                Some(vec!["r2".to_string()])
+            );
+        }
+        detector.set_behind(false);
+        let taken = round(&mut detector, "r1");
+        assert_eq!(taken.verdict.as_ref().unwrap().instances, ["r1"], "{taken:?}");
     }
 }

@@ -7,6 +7,10 @@
 //! The samples' clock may run faster than the wall clock (a simulated fleet stamps its own
 //! time): the detector reasons in the interval measured between one target's samples, and is
 //! built once the first gaps are known.
+//!
+//! A round that runs late by a quarter of the tick or more (at least 25 ms) means epicenter
+//! itself is starved, and so, most likely, is everything beside it on the machine: that round
+//! and the next are judged behind ([`Detector::set_behind`]), which opens no verdict.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
@@ -23,6 +27,14 @@ use crate::rules::Rule;
 const INTERVAL_GAPS: usize = 30;
 /// Gaps needed before the first round.
 const FIRST_GAPS: usize = 5;
+/// The smallest lateness that counts as behind, whatever the tick.
+const LATE_FLOOR: Duration = Duration::from_millis(25);
+
+/// How late a round may run before the detector counts as behind: a quarter of `tick`, and
+/// never under 25 ms.
+pub fn late_after(tick: Duration) -> Duration {
+    (tick / 4).max(LATE_FLOOR)
+}
 
 /// One target's scrape, reduced to the samples a rule names.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,6 +100,11 @@ pub struct Round {
     pub event: Option<VerdictEvent>,
     /// The instance dependency graph the detector reasons over.
     pub graph: GraphDocument,
+    /// How late this round started against its schedule (wall clock).
+    pub lag: Duration,
+    /// Whether this round was judged behind (it or the round before ran late by
+    /// [`late_after`] the tick or more): no verdict opened, none was taken over.
+    pub held: bool,
 }
 
 /// Runs the detector until `shutdown` turns true or `inbox` closes: observes batches as they
@@ -108,6 +125,8 @@ pub async fn run(
     let mut gaps: Vec<i64> = Vec::new();
     let mut interval_ms: Option<i64> = None;
     let mut latest_ms = 0i64;
+    let mut previous_lag = Duration::ZERO;
+    let late = late_after(tick);
     let mut ticks = tokio::time::interval(tick);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -128,7 +147,11 @@ pub async fn run(
                 latest_ms = latest_ms.max(batch.time_ms);
                 pending.push(batch);
             }
-            _ = ticks.tick() => {
+            scheduled = ticks.tick() => {
+                // With `Delay`, a late tick moves the schedule: each lag is this round's own.
+                let lag = tokio::time::Instant::now().saturating_duration_since(scheduled);
+                let behind = lag >= late || previous_lag >= late;
+                previous_lag = lag;
                 let Some(interval) = interval_ms.filter(|_| gaps.len() >= FIRST_GAPS) else { continue };
                 let detector = detector.get_or_insert_with(|| {
                     Detector::new(rules.clone(), dependencies.clone(), interval, Settings::default())
@@ -137,6 +160,7 @@ pub async fn run(
                     let samples = batch.samples.iter().map(|(name, labels, value)| (name.as_str(), labels.clone(), *value));
                     detector.observe(batch.time_ms, &batch.instance, samples);
                 }
+                detector.set_behind(behind);
                 let assessment = detector.assess(latest_ms);
                 let instances = detector.instances();
                 let round = Round {
@@ -145,6 +169,8 @@ pub async fn run(
                     event: tracker.track(&assessment),
                     open: assessment.verdict.clone(),
                     graph: graph_document(instances, detector.dependencies(), &detector.peer_edges()),
+                    lag,
+                    held: assessment.held,
                 };
                 if out.send(round).await.is_err() {
                     return;
@@ -152,5 +178,58 @@ pub async fn run(
             }
             _ = shutdown.changed() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(time_ms: i64) -> Batch {
+        Batch {
+            time_ms,
+            instance: InstanceInfo {
+                name: "r1".into(),
+                dc: "dc-1".into(),
+                host: "h1".into(),
+                service: "redis".into(),
+            },
+            samples: Vec::new(),
+        }
+    }
+
+    /// A round that starts late (here: the runtime's only thread blocked for three ticks) is
+    /// judged behind, and so is the one after it; its lag is measured, not guessed. Only
+    /// lower bounds are asserted: a busy machine makes every round later, never earlier.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_late_round_and_the_next_are_held() {
+        let tick = Duration::from_millis(200);
+        let (batches, inbox) = mpsc::channel(64);
+        let (out, mut rounds) = mpsc::channel(64);
+        let (_stop, shutdown) = watch::channel(false);
+        let detector = tokio::spawn(run(Vec::new(), Vec::new(), tick, inbox, out, shutdown));
+        // Gaps of 1 s between one target's samples: the interval is known after five.
+        for second in 0..=6 {
+            batches.send(batch(second * 1_000)).await.unwrap();
+        }
+        let first = rounds.recv().await.unwrap();
+        assert_eq!(first.time_ms, 6_000);
+        // Block the runtime: the next tick cannot start on time.
+        tokio::spawn(async { std::thread::sleep(Duration::from_millis(600)) });
+        let late = rounds.recv().await.unwrap();
+        assert!(late.lag >= Duration::from_millis(400), "lag {:?}", late.lag);
+        assert!(late.lag >= late_after(tick));
+        assert!(late.held, "a round {:?} late was not held", late.lag);
+        let next = rounds.recv().await.unwrap();
+        assert!(next.held, "the round after a late one was not held");
+        drop(batches);
+        detector.await.unwrap();
+    }
+
+    #[test]
+    fn late_means_a_quarter_of_the_tick_and_at_least_25_ms() {
+        assert_eq!(late_after(Duration::from_secs(1)), Duration::from_millis(250));
+        assert_eq!(late_after(Duration::from_secs(15)), Duration::from_millis(3_750));
+        assert_eq!(late_after(Duration::from_millis(60)), Duration::from_millis(25));
     }
 }

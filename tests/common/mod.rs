@@ -117,6 +117,11 @@ impl Guard {
 impl Drop for Guard {
     fn drop(&mut self) {
         for child in &mut self.0 {
+            // A child already reaped (a node restarted in the test) is skipped: its pid, and so
+            // its group id, may belong to another test's process by now.
+            if matches!(child.try_wait(), Ok(Some(_))) {
+                continue;
+            }
             // The whole process group: a stopped child is continued first, children go too.
             if let Ok(id) = i32::try_from(child.id()) {
                 let _ = nix::sys::signal::killpg(Pid::from_raw(id), Signal::SIGCONT);

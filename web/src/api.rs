@@ -52,6 +52,12 @@ impl AppState {
                 book.history.drain(..excess);
             }
         }
+        self.telemetry
+            .detector_round_lag_seconds
+            .observe(round.lag.as_secs_f64());
+        if round.held {
+            self.telemetry.detector_rounds_held_total.inc();
+        }
         let gauge = &self.telemetry.verdict_open;
         gauge.reset();
         if let Some(verdict) = &round.open {

@@ -10,7 +10,8 @@ use epicenter_store::writer::WriterStats;
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 /// Label name for the scrape job.
@@ -28,6 +29,10 @@ pub struct Telemetry {
     pub writer_queue_depth: IntGauge,
     /// 1 per open verdict, labelled by where and what.
     pub verdict_open: IntGaugeVec,
+    /// How late each detector round started against its schedule, seconds.
+    pub detector_round_lag_seconds: Histogram,
+    /// Detector rounds judged behind (late; no verdict opened in them).
+    pub detector_rounds_held_total: IntCounter,
 }
 
 impl Telemetry {
@@ -70,6 +75,19 @@ impl Telemetry {
             &["dc", "host", "service", "kind"],
         )?;
         registry.register(Box::new(verdict_open.clone()))?;
+        let detector_round_lag_seconds = Histogram::with_opts(
+            HistogramOpts::new(
+                "epicenter_detector_round_lag_seconds",
+                "How late each detector round started against its schedule, seconds (epicenter's own scheduling lag).",
+            )
+            .buckets(vec![0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]),
+        )?;
+        registry.register(Box::new(detector_round_lag_seconds.clone()))?;
+        let detector_rounds_held_total = IntCounter::new(
+            "epicenter_detector_rounds_held_total",
+            "Detector rounds judged behind: the round or the one before ran late by a quarter of the tick or more, so no verdict opened in it.",
+        )?;
+        registry.register(Box::new(detector_rounds_held_total.clone()))?;
         registry.register(Box::new(WriterCollector::new(writer)?))?;
         Ok(Telemetry {
             registry,
@@ -78,6 +96,8 @@ impl Telemetry {
             samples_scraped_total,
             writer_queue_depth,
             verdict_open,
+            detector_round_lag_seconds,
+            detector_rounds_held_total,
         })
     }
 
