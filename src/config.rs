@@ -56,7 +56,7 @@ impl Config {
     /// Checks every section (no network; TLS files are read) and returns the scrape jobs with
     /// their defaults resolved, or every problem. Problems come in a fixed order, whatever the
     /// file's: `global` and `scrape_configs`, `storage`, `notifiers`, `storage.retention`,
-    /// `batching`, `server`, `placement` (the order epicenter has always reported them in).
+    /// `batching`, `server`, `placement`, `detector` (the order epicenter has always reported them in).
     pub(crate) fn validate(&self) -> Result<Vec<Job>, Vec<ConfigError>> {
         let mut problems = Problems::default();
         let jobs = epicenter_collector::config::jobs(&self.global, &self.scrape_configs, &mut problems);
@@ -66,6 +66,7 @@ impl Config {
         self.batching.problems(&mut problems);
         self.server.problems(&mut problems);
         self.placement.problems(&mut problems);
+        self.detector.problems(&mut problems);
         if problems.is_empty() {
             Ok(jobs)
         } else {
@@ -181,6 +182,7 @@ storage: {retention: 0s}
 batching: {max_bytes: 0, max_age: 0s}
 server: {listen_address: 'localhost'}
 placement: {dc_label: 'data-center'}
+detector: {counter_glitch_fraction: 1.5}
 notifiers:
   - {name: pager, type: webhook, url: 'ftp://x', min_confidence: 2}
   - {name: pager, type: alertmanager, url: 'http://127.0.0.1:9093', timeout: 0s}
@@ -199,8 +201,14 @@ notifiers:
                 "batching.max_age",
                 "server.listen_address",
                 "placement.dc_label",
+                "detector.counter_glitch_fraction",
             ],
             "{errors:#?}"
+        );
+        assert!(
+            errors[9].to_string().contains("1.5 must be a fraction from 0"),
+            "{}",
+            errors[9]
         );
         assert!(
             errors[4]

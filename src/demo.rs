@@ -43,45 +43,6 @@ pub(crate) struct DemoArgs {
     data: Option<PathBuf>,
 }
 
-/// The run's store folder: `--data` when it is new or empty, else a fresh
-/// `demo-data/<scenario>-<UTC start, 20261202T001204Z>`. A folder holding anything is refused.
-fn store_folder(given: Option<&PathBuf>, scenario: &str, start_ms: i64) -> Result<PathBuf, String> {
-    let folder = match given {
-        Some(folder) => folder.clone(),
-        None => {
-            let started = std::time::UNIX_EPOCH + Duration::from_millis(start_ms.max(0) as u64);
-            let stamp: String = humantime::format_rfc3339_seconds(started)
-                .to_string()
-                .chars()
-                .filter(|c| *c != '-' && *c != ':')
-                .collect();
-            let name: String = scenario
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            PathBuf::from("demo-data").join(format!("{name}-{stamp}"))
-        }
-    };
-    let occupied = match std::fs::read_dir(&folder) {
-        Ok(mut entries) => entries.next().is_some(),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => false,
-        Err(error) => return Err(format!("store folder {}: {error}", folder.display())),
-    };
-    if occupied {
-        return Err(format!(
-            "store folder {}: it already holds files (an earlier run's store?); a demo writes a store of its own: name a new folder with --data, or leave --data out for a fresh one under ./demo-data",
-            folder.display()
-        ));
-    }
-    Ok(folder)
-}
-
 /// Runs `epicenter demo`.
 pub(crate) fn run(args: &DemoArgs) -> ExitCode {
     let scenario = match load_scenario(&args.scenario, args.speed) {
@@ -96,7 +57,12 @@ pub(crate) fn run(args: &DemoArgs) -> ExitCode {
     let start_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_millis() as i64 / 1000 * 1000);
-    let data = match store_folder(args.data.as_ref(), &scenario.name, start_ms) {
+    let data = match epicenter_eval::demo::store_folder(
+        args.data.as_deref(),
+        std::path::Path::new("demo-data"),
+        &scenario.name,
+        start_ms,
+    ) {
         Ok(data) => data,
         Err(message) => {
             eprintln!("error: {message}");
@@ -282,6 +248,9 @@ fn summary(
     let command = crate::style::own_command();
     let data = crate::style::shell_word(&data.display().to_string());
     for query in suggested_queries(kind, &scenario.name) {
-        println!("  {command} sql --data {data} \"{query}\"");
+        println!(
+            "  {command} sql --data {data} {}",
+            crate::style::shell_double_quoted(&query)
+        );
     }
 }

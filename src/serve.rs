@@ -129,6 +129,7 @@ pub(crate) async fn serve(
         let detector = tokio::spawn(live::run(
             rules,
             config.detector.dependencies(),
+            config.detector.settings(),
             tick,
             detector_inbox,
             judged,
@@ -252,26 +253,15 @@ async fn observe(
     }
 }
 
-/// How often `run` says on stderr that the detector is behind, at most.
-const BEHIND_SAID_EVERY: Duration = Duration::from_secs(60);
-
 /// After each detector round: the web state updated, anomalies and verdict events stored,
 /// verdict events printed and handed to the notifiers.
 async fn publish(mut rounds: mpsc::Receiver<Round>, state: Arc<AppState>, notifiers: Arc<Notifiers>, store: Store) {
-    let mut said_behind: Option<std::time::Instant> = None;
-    let mut previous_lag = Duration::ZERO;
+    let mut behind = live::BehindNotice::default();
     while let Some(round) = rounds.recv().await {
         state.publish(&round);
-        // A round is held when it or the one before started late: name the larger lag.
-        let lag = round.lag.max(previous_lag);
-        previous_lag = round.lag;
-        if round.held && said_behind.is_none_or(|said| said.elapsed() >= BEHIND_SAID_EVERY) {
-            said_behind = Some(std::time::Instant::now());
+        if let Some(line) = behind.note(&round) {
             crate::style::clear_status();
-            eprintln!(
-                "epicenter: behind: a detector round started {} ms late (this machine is starved); new verdicts wait until rounds keep time (epicenter_detector_rounds_held_total counts them)",
-                lag.as_millis()
-            );
+            eprintln!("epicenter: {line}");
         }
         if let Err(error) = store.write_anomalies(&round.new_anomalies).await {
             tracing::warn!(%error, "storing anomalies failed");

@@ -96,6 +96,23 @@ pub(crate) fn shell_word(word: &str) -> String {
     }
 }
 
+/// `text` as one double-quoted shell word: `"` `\` `$` and `` ` `` escaped with a backslash,
+/// so a pasted SQL query keeps its single quotes readable and a scenario name holding `"` or
+/// `$(…)` stays text (POSIX sh, "Double-Quotes"; `!` is left alone, as non-interactive shells
+/// do).
+pub(crate) fn shell_double_quoted(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('"');
+    for c in text.chars() {
+        if matches!(c, '"' | '\\' | '$' | '`') {
+            quoted.push('\\');
+        }
+        quoted.push(c);
+    }
+    quoted.push('"');
+    quoted
+}
+
 /// Whether standard output gets colour: a terminal, and `NO_COLOR` unset or empty.
 pub(crate) fn stdout_colour() -> bool {
     colour_allowed(std::io::stdout().is_terminal(), std::env::var_os("NO_COLOR"))
@@ -136,6 +153,24 @@ mod tests {
         assert_eq!(shell_word("/tmp/my store"), "'/tmp/my store'");
         assert_eq!(shell_word("it's"), r"'it'\''s'");
         assert_eq!(shell_word(""), "''");
+        assert_eq!(
+            shell_double_quoted("SELECT 1 WHERE s = 'a'"),
+            "\"SELECT 1 WHERE s = 'a'\""
+        );
+        assert_eq!(shell_double_quoted(r#"a"b\c$(x)`y`"#), r#""a\"b\\c\$(x)\`y\`""#);
+        // The shell itself reads each back as the text it was.
+        for text in [
+            "labels['scenario'] = 'it''s'",
+            r#"odd "name" $HOME `id` \n !x"#,
+            "plain",
+        ] {
+            let echoed = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf %s {}", shell_double_quoted(text)))
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8_lossy(&echoed.stdout), text);
+        }
     }
 
     #[test]

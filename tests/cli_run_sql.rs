@@ -571,6 +571,9 @@ fn sql_names_the_holder_reads_only_and_takes_files_and_stdin() {
     let live = serve(BODY);
     let dir = scratch("epicenter-sql-modes");
     let (config, server) = write_config(&dir, &[&live], "");
+    // Rows kept 3 days (259,200 s), not the default: `sql` must leave that TTL alone.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("storage:\n", "storage:\n  retention: 3d\n")).unwrap();
     let config_arg = config.to_str().unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_epicenter"))
         .args(["run", "--config", config_arg])
@@ -634,5 +637,14 @@ fn sql_names_the_holder_reads_only_and_takes_files_and_stdin() {
         "{stderr}"
     );
     assert!(stderr.contains("UNKNOWN_IDENTIFIER"), "{stderr}");
+    // Opened by `--data` alone (the default retention), `sql` ran no DDL: the 3-day TTL stands.
+    let data = dir.join("data");
+    let ttl = "SELECT engine_full FROM system.tables WHERE database = 'epicenter' AND name = 'samples'";
+    let (code, engine, stderr) = sql_with(
+        &["--data", data.to_str().unwrap(), "--format", "TabSeparated", ttl],
+        None,
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(engine.contains("toIntervalSecond(259200)"), "{engine}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use epicenter_config::PromDuration;
+use epicenter_config::{Problems, PromDuration};
 use serde::Deserialize;
 
-use crate::engine::Dependency;
+use crate::engine::{Dependency, Settings};
 use crate::rules::{self, Rule};
 
 /// The live detector never judges more often than this.
@@ -31,6 +31,10 @@ pub struct DetectorConfig {
     /// under 100 ms ([`DetectorConfig::tick`]).
     #[serde(default)]
     pub interval: Option<PromDuration>,
+    /// A counter that falls by less than this fraction of its value is a glitch (that reading
+    /// skipped), not a reset. Default 0.1; 0 reads every decrease as a reset (Prometheus).
+    #[serde(default)]
+    pub counter_glitch_fraction: Option<f64>,
 }
 
 impl Default for DetectorConfig {
@@ -40,6 +44,7 @@ impl Default for DetectorConfig {
             dependencies: Vec::new(),
             rules_file: None,
             interval: None,
+            counter_glitch_fraction: None,
         }
     }
 }
@@ -83,6 +88,29 @@ impl DetectorConfig {
         self.interval
             .map_or(scrape_interval, |interval| interval.0)
             .max(FASTEST_TICK)
+    }
+
+    /// The detector's settings: the defaults ([`Settings::default`]) with what this section
+    /// sets.
+    pub fn settings(&self) -> Settings {
+        let mut settings = Settings::default();
+        if let Some(fraction) = self.counter_glitch_fraction {
+            settings.counter_glitch = fraction;
+        }
+        settings
+    }
+
+    /// Records what in this section cannot be used: a `counter_glitch_fraction` outside
+    /// 0 ..= 0.9.
+    pub fn problems(&self, problems: &mut Problems) {
+        if let Some(fraction) = self.counter_glitch_fraction {
+            if !(0.0..=0.9).contains(&fraction) {
+                problems.push(
+                    "detector.counter_glitch_fraction",
+                    format!("{fraction} must be a fraction from 0 (every decrease is a reset) to 0.9"),
+                );
+            }
+        }
     }
 
     /// `dependencies` as the detector takes them.

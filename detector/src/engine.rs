@@ -151,6 +151,9 @@ pub struct Settings {
     /// Rounds a leader whose evidence is latency alone must lead: a starved or briefly
     /// paused process shows a second or two of latency and nothing else. Default 3.
     pub latency_rounds: u32,
+    /// A counter falling by less than this fraction of its value is a glitch, not a reset
+    /// ([`crate::signal::COUNTER_GLITCH`], 0.1; 0 reads every decrease as a reset).
+    pub counter_glitch: f64,
 }
 
 impl Default for Settings {
@@ -163,6 +166,7 @@ impl Default for Settings {
             weak_score: 0.6,
             weak_rounds: 6,
             latency_rounds: 3,
+            counter_glitch: crate::signal::COUNTER_GLITCH,
         }
     }
 }
@@ -368,7 +372,8 @@ impl Detector {
                     rule: rule_index,
                     instance: instance.name.clone(),
                     peer,
-                    signal: Signal::new(rule.spec.kind, rule.spec.bad, rule.spec.floor),
+                    signal: Signal::new(rule.spec.kind, rule.spec.bad, rule.spec.floor)
+                        .with_counter_glitch(self.settings.counter_glitch),
                     pending: None,
                 };
                 entry.take(time_ms, part, value);

@@ -107,12 +107,40 @@ pub struct Round {
     pub held: bool,
 }
 
+/// How often [`BehindNotice`] speaks, at most.
+const BEHIND_SAID_EVERY: Duration = Duration::from_secs(60);
+
+/// Says, at most once a minute, that rounds are judged behind (for a log or a terminal).
+#[derive(Debug, Default)]
+pub struct BehindNotice {
+    said: Option<std::time::Instant>,
+    previous_lag: Duration,
+}
+
+impl BehindNotice {
+    /// The line to print for `round`, if it was held and nothing was said in the last
+    /// minute: it names the larger lag of this round and the one before (either holds it).
+    pub fn note(&mut self, round: &Round) -> Option<String> {
+        let lag = round.lag.max(self.previous_lag);
+        self.previous_lag = round.lag;
+        if !round.held || self.said.is_some_and(|said| said.elapsed() < BEHIND_SAID_EVERY) {
+            return None;
+        }
+        self.said = Some(std::time::Instant::now());
+        Some(format!(
+            "behind: a detector round started {} ms late (this machine is starved); new verdicts wait until rounds keep time (epicenter_detector_rounds_held_total counts them)",
+            lag.as_millis()
+        ))
+    }
+}
+
 /// Runs the detector until `shutdown` turns true or `inbox` closes: observes batches as they
 /// arrive and judges every `tick` (wall clock), sending one [`Round`] per round to `out`
 /// (waiting when it is full). Returns when `out`'s receiver is gone too.
 pub async fn run(
     rules: Vec<Rule>,
     dependencies: Vec<Dependency>,
+    settings: Settings,
     tick: Duration,
     mut inbox: mpsc::Receiver<Batch>,
     out: mpsc::Sender<Round>,
@@ -154,7 +182,7 @@ pub async fn run(
                 previous_lag = lag;
                 let Some(interval) = interval_ms.filter(|_| gaps.len() >= FIRST_GAPS) else { continue };
                 let detector = detector.get_or_insert_with(|| {
-                    Detector::new(rules.clone(), dependencies.clone(), interval, Settings::default())
+                    Detector::new(rules.clone(), dependencies.clone(), interval, settings.clone())
                 });
                 for batch in pending.drain(..) {
                     let samples = batch.samples.iter().map(|(name, labels, value)| (name.as_str(), labels.clone(), *value));
@@ -207,7 +235,15 @@ mod tests {
         let (batches, inbox) = mpsc::channel(64);
         let (out, mut rounds) = mpsc::channel(64);
         let (_stop, shutdown) = watch::channel(false);
-        let detector = tokio::spawn(run(Vec::new(), Vec::new(), tick, inbox, out, shutdown));
+        let detector = tokio::spawn(run(
+            Vec::new(),
+            Vec::new(),
+            Settings::default(),
+            tick,
+            inbox,
+            out,
+            shutdown,
+        ));
         // Gaps of 1 s between one target's samples: the interval is known after five.
         for second in 0..=6 {
             batches.send(batch(second * 1_000)).await.unwrap();
@@ -224,6 +260,38 @@ mod tests {
         assert!(next.held, "the round after a late one was not held");
         drop(batches);
         detector.await.unwrap();
+    }
+
+    #[test]
+    fn being_behind_is_said_once_a_minute_with_the_lag_that_held_it() {
+        let round = |lag_ms: u64, held: bool| Round {
+            time_ms: 0,
+            new_anomalies: Vec::new(),
+            open: None,
+            event: None,
+            graph: graph_document(&BTreeMap::new(), &[], &Default::default()),
+            lag: Duration::from_millis(lag_ms),
+            held,
+        };
+        let mut notice = BehindNotice::default();
+        assert_eq!(notice.note(&round(3, false)), None);
+        assert_eq!(
+            notice
+                .note(&round(505, true))
+                .as_deref()
+                .map(|line| line.contains("505 ms late")),
+            Some(true)
+        );
+        // The round after, held by the one before, within the minute: nothing said.
+        assert_eq!(notice.note(&round(2, true)), None);
+        notice.said = std::time::Instant::now().checked_sub(BEHIND_SAID_EVERY);
+        // Held by the previous round's lag (700 ms), not its own 2 ms.
+        notice.note(&round(700, false));
+        let line = notice.note(&round(2, true)).unwrap();
+        assert!(
+            line.starts_with("behind: a detector round started 700 ms late"),
+            "{line}"
+        );
     }
 
     #[test]

@@ -41,6 +41,13 @@ impl Default for Tuning {
     }
 }
 
+/// A counter that falls by less than this fraction of its previous value is read as a glitch
+/// (a scrape answered by a lagging replica, a value briefly read before a flush), not a reset.
+/// Prometheus's `rate()` counts every decrease as a reset (a counter that dips from 1,100 to
+/// 1,070 then "increased" by 1,070); a real reset falls to near zero. 0 reads every decrease as
+/// a reset, as Prometheus does.
+pub const COUNTER_GLITCH: f64 = 0.1;
+
 /// The raw reading a signal keeps between intervals.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 struct Raw {
@@ -65,6 +72,7 @@ pub struct Signal {
     /// The latest score (scales in the bad direction), 0 before the baseline exists.
     pub score: f64,
     since_restart: Option<u32>,
+    counter_glitch: f64,
 }
 
 /// Intervals a restart stays anomalous (30 = 5 minutes at a 10 s interval).
@@ -95,17 +103,47 @@ impl Signal {
             onset_ms: None,
             score: 0.0,
             since_restart: None,
+            counter_glitch: COUNTER_GLITCH,
         }
+    }
+
+    /// The same signal with `fraction` as its glitch threshold ([`COUNTER_GLITCH`], the
+    /// default): a counter (or a mean's `_count`) falling by less than `fraction` of its
+    /// previous value is skipped, not taken as a reset. Clamped to 0 ..= 0.99.
+    pub fn with_counter_glitch(mut self, fraction: f64) -> Signal {
+        self.counter_glitch = if fraction.is_finite() {
+            fraction.clamp(0.0, 0.99)
+        } else {
+            COUNTER_GLITCH
+        };
+        self
+    }
+
+    /// Whether `value` after `previous` is a counter's small dip ([`COUNTER_GLITCH`]).
+    fn glitch(&self, previous: f64, value: f64) -> bool {
+        value < previous && previous > 0.0 && value >= previous * (1.0 - self.counter_glitch)
     }
 
     /// Turns a reading (`value`, plus `count` for a mean) at `time_ms` into the interval's
     /// value: `None` for the first reading, an interval without observations (a mean whose
-    /// count did not move) or a non-advancing clock.
+    /// count did not move) or a non-advancing clock. A counter (or a mean's count) that dips
+    /// by less than the glitch fraction ([`Signal::with_counter_glitch`]) gives `None` too,
+    /// and the reading is dropped: the next one is measured from the reading before the dip.
+    /// A larger decrease is a reset (the new value counted from zero, as Prometheus does).
     pub fn interval_value(&mut self, time_ms: i64, value: f64, count: f64) -> Option<f64> {
         let current = Raw { time_ms, value, count };
         let previous = self.last.replace(current)?;
         let seconds = (time_ms - previous.time_ms) as f64 / 1000.0;
         if seconds <= 0.0 {
+            return None;
+        }
+        let dipped = match self.kind {
+            ValueKind::Counter => self.glitch(previous.value, value),
+            ValueKind::Mean => self.glitch(previous.count, count),
+            ValueKind::Gauge | ValueKind::Restart => false,
+        };
+        if dipped {
+            self.last = Some(previous);
             return None;
         }
         match self.kind {
@@ -283,6 +321,30 @@ mod tests {
         assert_eq!(signal.interval_value(10_000, 150.0, 0.0), Some(5.0));
         // Reset: 150 -> 20 means 20 since the restart.
         assert_eq!(signal.interval_value(20_000, 20.0, 0.0), Some(2.0));
+    }
+
+    /// The regression for issue 17's glitch: a counter at 1,100 that reads 1,070 once is not
+    /// reset (read as a reset, that interval "increased" by 1,070: 107 per second against a
+    /// rate of 10). The dip is skipped and the next reading is measured from 1,100.
+    #[test]
+    fn a_small_counter_dip_is_a_glitch_not_a_reset() {
+        let mut signal = Signal::new(ValueKind::Counter, Bad::Up, 1.0);
+        assert_eq!(signal.interval_value(0, 1_000.0, 0.0), None);
+        assert_eq!(signal.interval_value(10_000, 1_100.0, 0.0), Some(10.0));
+        assert_eq!(signal.interval_value(20_000, 1_070.0, 0.0), None);
+        // 1,100 -> 1,300 over the 20 s since the last good reading.
+        assert_eq!(signal.interval_value(30_000, 1_300.0, 0.0), Some(10.0));
+        // A fall of more than 10 % is still a reset.
+        assert_eq!(signal.interval_value(40_000, 1_100.0, 0.0), Some(110.0));
+        // With the fraction at 0, every decrease is a reset, as in Prometheus.
+        let mut prometheus = Signal::new(ValueKind::Counter, Bad::Up, 1.0).with_counter_glitch(0.0);
+        prometheus.interval_value(0, 1_100.0, 0.0);
+        assert_eq!(prometheus.interval_value(10_000, 1_070.0, 0.0), Some(107.0));
+        // A mean whose count dips a little skips the interval the same way.
+        let mut mean = Signal::new(ValueKind::Mean, Bad::Up, 0.01);
+        mean.interval_value(0, 10.0, 100.0);
+        assert_eq!(mean.interval_value(10_000, 9.9, 99.0), None);
+        assert_eq!(mean.interval_value(20_000, 13.0, 120.0), Some(0.15));
     }
 
     #[test]

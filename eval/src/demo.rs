@@ -3,7 +3,7 @@
 //! rows), the detector's first verdict after the onset judged against it, and queries that
 //! show each fault kind in the stored samples.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use epicenter_fleet::scenario::Scenario;
@@ -248,6 +248,53 @@ pub fn suggested_queries(kind: &str, scenario: &str) -> Vec<String> {
     ]
 }
 
+/// The run's store folder: `--data` when it is new or empty, else a fresh
+/// `<root>/<scenario>-<UTC start, 20261202T001204Z>` (`-2`, `-3`, … when that exists; `root`
+/// is `demo-data`). A `--data` folder holding anything is refused.
+///
+/// Errors: the `--data` folder holds files, or cannot be read (the message names it).
+pub fn store_folder(given: Option<&Path>, root: &Path, scenario: &str, start_ms: i64) -> Result<PathBuf, String> {
+    let folder = match given {
+        Some(folder) => folder.to_path_buf(),
+        None => {
+            let started = std::time::UNIX_EPOCH + Duration::from_millis(start_ms.max(0) as u64);
+            let stamp: String = humantime::format_rfc3339_seconds(started)
+                .to_string()
+                .chars()
+                .filter(|c| *c != '-' && *c != ':')
+                .collect();
+            let name: String = scenario
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            // Two demos started in the same second get `-2`, `-3`, … rather than a refusal.
+            let base = format!("{name}-{stamp}");
+            (1..100)
+                .map(|n| root.join(if n == 1 { base.clone() } else { format!("{base}-{n}") }))
+                .find(|folder| !folder.exists())
+                .unwrap_or_else(|| root.join(&base))
+        }
+    };
+    let occupied = match std::fs::read_dir(&folder) {
+        Ok(mut entries) => entries.next().is_some(),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => false,
+        Err(error) => return Err(format!("store folder {}: {error}", folder.display())),
+    };
+    if occupied {
+        return Err(format!(
+            "store folder {}: it already holds files (an earlier run's store?); a demo writes a store of its own: name a new folder with --data, or leave --data out for a fresh one under ./demo-data",
+            folder.display()
+        ));
+    }
+    Ok(folder)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,5 +387,30 @@ mod tests {
         // Landing exactly on the end reports it, once.
         assert_eq!(timeline.advance(100), (vec![Mark::Ends(&truth[0])], true));
         assert_eq!(timeline.advance(101), (vec![], false));
+    }
+
+    /// A fresh folder per run, `-2` for a second run in the same second, and a `--data`
+    /// folder that holds anything refused with its name.
+    #[test]
+    fn each_demo_gets_a_store_folder_of_its_own() {
+        let root = std::env::temp_dir().join(format!("epicenter-demo-folders-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        // 2026-12-02T00:12:04Z
+        let start_ms = 1_796_170_324_000;
+        let first = store_folder(None, &root, "redis node/loss", start_ms).unwrap();
+        assert_eq!(first, root.join("redis_node_loss-20261202T001204Z"));
+        std::fs::create_dir_all(&first).unwrap();
+        let second = store_folder(None, &root, "redis node/loss", start_ms).unwrap();
+        assert_eq!(second, root.join("redis_node_loss-20261202T001204Z-2"));
+        std::fs::write(first.join("status"), "PID: 1").unwrap();
+        let error = store_folder(Some(&first), &root, "x", start_ms).unwrap_err();
+        assert!(
+            error.contains("redis_node_loss-20261202T001204Z: it already holds files"),
+            "{error}"
+        );
+        let empty = root.join("empty");
+        std::fs::create_dir_all(&empty).unwrap();
+        assert_eq!(store_folder(Some(&empty), &root, "x", start_ms).unwrap(), empty);
+        let _ = std::fs::remove_dir_all(&root);
     }
 }

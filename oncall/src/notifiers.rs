@@ -65,12 +65,12 @@ impl Notifiers {
         Notifiers { queues }
     }
 
-    /// Hands an event to every notifier whose filter matches; never waits.
+    /// Hands an event to every notifier; never waits. Each notifier applies its own filter
+    /// ([`matches`]): an event it does not match still resolves what it sent for that
+    /// incident (a verdict whose confidence fell under `min_confidence`, or that became
+    /// `unknown`, must not stay firing).
     pub fn notify(&self, event: &VerdictEvent) {
         for (config, queue, stats) in &self.queues {
-            if !matches(config, &event.verdict) {
-                continue;
-            }
             match queue.try_send(event.clone()) {
                 Ok(()) => {}
                 Err(mpsc::error::TrySendError::Full(_)) => {
@@ -103,10 +103,16 @@ impl Notifiers {
     }
 }
 
-/// Whether `verdict` passes the notifier's routing filter.
+/// Whether `verdict` passes the notifier's routing filter. An `unknown` verdict (evidence
+/// without a kind the rules explain) pages only a notifier whose `kinds` lists `unknown`; it
+/// is reported in the API and the tables either way.
 pub fn matches(config: &NotifierConfig, verdict: &Verdict) -> bool {
-    (config.kinds.is_empty() || config.kinds.contains(&verdict.kind))
-        && (config.dcs.is_empty() || config.dcs.contains(&verdict.dc))
+    let kind = if config.kinds.is_empty() {
+        verdict.kind != "unknown"
+    } else {
+        config.kinds.contains(&verdict.kind)
+    };
+    kind && (config.dcs.is_empty() || config.dcs.contains(&verdict.dc))
         && (config.services.is_empty() || config.services.contains(&verdict.service))
         && verdict.confidence >= config.min_confidence
 }
@@ -199,7 +205,8 @@ async fn run(
         tokio::select! {
             event = inbox.recv() => {
                 let Some(event) = event else { return };
-                for (verdict, resolved) in deliveries(&mut open, &mut last_state, &event) {
+                let matched = matches(&config, &event.verdict);
+                for (verdict, resolved) in deliveries(&mut open, &mut last_state, &event, matched) {
                     deliver(&config, &client, &verdict, resolved, &stats, &mut shutdown).await;
                 }
             }
@@ -238,12 +245,19 @@ fn alert_identity(verdict: &Verdict) -> (&str, &str, &str, &str) {
 /// What to send for `event`, in order: `(verdict, resolved)`. A repeated state is sent once
 /// (updates always); an update that moves the verdict to other alert labels (another host,
 /// datacenter, service or kind) first resolves the alert it was sent under, which would
-/// otherwise stay firing at the receiver until its `endsAt` passed.
+/// otherwise stay firing at the receiver until its `endsAt` passed. An event the notifier's
+/// filter does not match (`matched` false) sends nothing of its own but resolves whatever was
+/// sent for the incident (and stops its re-sending).
 fn deliveries(
     open: &mut HashMap<String, (Verdict, std::time::Instant)>,
     last_state: &mut HashMap<String, String>,
     event: &VerdictEvent,
+    matched: bool,
 ) -> Vec<(Verdict, bool)> {
+    if !matched {
+        last_state.clear();
+        return open.drain().map(|(_, (verdict, _))| (verdict, true)).collect();
+    }
     let id = event.verdict.id();
     if last_state.get(&id) == Some(&event.state) && event.state != "updated" {
         return Vec::new();
@@ -400,13 +414,13 @@ mod tests {
         };
         let host = |verdict: &Verdict| verdict.hosts[0].clone();
         assert_eq!(
-            sent(deliveries(&mut open, &mut last, &event("opened", &first))),
+            sent(deliveries(&mut open, &mut last, &event("opened", &first), true)),
             vec![("node_loss".to_string(), host(&first), false)]
         );
         // Opened twice (a repeat) is sent once.
-        assert!(deliveries(&mut open, &mut last, &event("opened", &first)).is_empty());
+        assert!(deliveries(&mut open, &mut last, &event("opened", &first), true).is_empty());
         assert_eq!(
-            sent(deliveries(&mut open, &mut last, &event("updated", &moved))),
+            sent(deliveries(&mut open, &mut last, &event("updated", &moved), true)),
             vec![
                 ("node_loss".to_string(), host(&first), true),
                 ("slow_node".to_string(), host(&moved), false)
@@ -418,14 +432,41 @@ mod tests {
         let mut stronger = moved.clone();
         stronger.confidence = 0.8;
         assert_eq!(
-            sent(deliveries(&mut open, &mut last, &event("updated", &stronger))),
+            sent(deliveries(&mut open, &mut last, &event("updated", &stronger), true)),
             vec![("slow_node".to_string(), host(&moved), false)]
         );
         assert_eq!(
-            sent(deliveries(&mut open, &mut last, &event("resolved", &stronger))),
+            sent(deliveries(&mut open, &mut last, &event("resolved", &stronger), true)),
             vec![("slow_node".to_string(), host(&moved), true)]
         );
         assert!(open.is_empty());
+    }
+
+    /// Found reading the filter: with `min_confidence: 0.5`, a verdict sent at 0.8 and then
+    /// updated to 0.4 and resolved at 0.4 was never resolved at the receiver (both events
+    /// were filtered out) and was re-sent as firing every resend interval.
+    #[test]
+    fn an_event_the_filter_drops_still_resolves_what_was_sent() {
+        let mut open = HashMap::new();
+        let mut last = HashMap::new();
+        let sure = verdict("node_loss", "dc-2", 0.8);
+        let mut doubtful = sure.clone();
+        doubtful.confidence = 0.4;
+        let filter = config(&[], 0.5);
+        let send = |open: &mut HashMap<_, _>, last: &mut HashMap<_, _>, state: &str, verdict: &Verdict| {
+            deliveries(open, last, &event(state, verdict), matches(&filter, verdict))
+                .into_iter()
+                .map(|(verdict, resolved)| (verdict.confidence, resolved))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(send(&mut open, &mut last, "opened", &sure), vec![(0.8, false)]);
+        // Under the threshold: what was sent is resolved, nothing is left to re-send.
+        assert_eq!(send(&mut open, &mut last, "updated", &doubtful), vec![(0.8, true)]);
+        assert!(open.is_empty());
+        assert!(send(&mut open, &mut last, "resolved", &doubtful).is_empty());
+        // Above it again: sent again as firing, then resolved.
+        assert_eq!(send(&mut open, &mut last, "updated", &sure), vec![(0.8, false)]);
+        assert_eq!(send(&mut open, &mut last, "resolved", &sure), vec![(0.8, true)]);
     }
 
     #[test]
@@ -434,6 +475,10 @@ mod tests {
         assert!(matches(&config(&[], 0.0), &loss));
         assert!(!matches(&config(&["cold_start"], 0.0), &loss));
         assert!(!matches(&config(&[], 0.9), &loss));
+        // `unknown` is reported but pages only where `kinds` asks for it.
+        let unknown = verdict("unknown", "dc-2", 0.8);
+        assert!(!matches(&config(&[], 0.0), &unknown));
+        assert!(matches(&config(&["unknown"], 0.0), &unknown));
         assert_eq!(loss.id(), "2000-redis-2-1");
         let body = alertmanager_body(&loss, true, Duration::from_secs(60));
         let alert = &body[0];
