@@ -857,6 +857,20 @@ mod tests {
         }
     }
 
+    /// A round at 10 s of `anomalies` ranked by `detector`, before its lifecycle step.
+    fn ranked(detector: &Detector, anomalies: Vec<Anomaly>) -> Assessment {
+        let candidates = detector.rank(&anomalies);
+        Assessment {
+            time_ms: 10_000,
+            anomalies,
+            candidates,
+            verdict: None,
+            opened: false,
+            resolved: false,
+            held: detector.behind,
+        }
+    }
+
     fn detector() -> Detector {
         let mut detector = Detector::new(
             Vec::new(),
@@ -972,18 +986,7 @@ mod tests {
         let mut detector = detector();
         let slow = |instance: &str| anomaly(instance, Class::Latency, None, 0);
         let restarted = |instance: &str| anomaly(instance, Class::Restart, None, 0);
-        let assessment = |anomalies: Vec<Anomaly>, detector: &Detector| {
-            let candidates = detector.rank(&anomalies);
-            Assessment {
-                time_ms: 10_000,
-                anomalies,
-                candidates,
-                verdict: None,
-                opened: false,
-                resolved: false,
-                held: false,
-            }
-        };
+        let assessment = |anomalies: Vec<Anomaly>, detector: &Detector| ranked(detector, anomalies);
         let first = assessment(
             vec![slow("b1"), slow("b2"), restarted("b1"), restarted("b2")],
             &detector,
@@ -1021,16 +1024,7 @@ mod tests {
                 anomaly("b2", Class::Latency, Some(target), 0),
                 anomaly("b3", Class::Saturation, Some(target), 0),
             ];
-            let candidates = detector.rank(&anomalies);
-            let mut assessment = Assessment {
-                time_ms: 10_000,
-                anomalies,
-                candidates,
-                verdict: None,
-                opened: false,
-                resolved: false,
-                held: detector.behind,
-            };
+            let mut assessment = ranked(detector, anomalies);
             detector.lifecycle(&mut assessment);
             assessment
         };
