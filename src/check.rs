@@ -59,8 +59,11 @@ pub(crate) enum CheckCommand {
 #[derive(Args, Debug)]
 pub(crate) struct ConfigArgs {
     /// The configuration file (YAML).
-    #[arg(value_name = "FILE")]
-    file: PathBuf,
+    #[arg(value_name = "FILE", required_unless_present = "config", conflicts_with = "config")]
+    file: Option<PathBuf>,
+    /// The same file, named the way `run --config` names it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 /// Arguments of `epicenter check metrics`.
@@ -105,8 +108,12 @@ pub(crate) fn run(command: CheckCommand) -> ExitCode {
 }
 
 fn check_config(args: &ConfigArgs) -> ExitCode {
-    let source = args.file.display().to_string();
-    let text = match std::fs::read_to_string(&args.file) {
+    // clap requires one of the two.
+    let Some(file) = args.file.as_ref().or(args.config.as_ref()) else {
+        return ExitCode::from(2);
+    };
+    let source = file.display().to_string();
+    let text = match std::fs::read_to_string(file) {
         Ok(text) => text,
         Err(error) => {
             eprintln!("error: cannot read {source}: {error}");

@@ -18,6 +18,36 @@ fn write_temp(name: &str, text: &str) -> std::path::PathBuf {
     path
 }
 
+/// `check config --config FILE` reads the file as `run --config FILE` does (found by a new
+/// user who typed what `run` takes).
+#[test]
+fn check_config_takes_the_config_flag_run_takes() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/examples/epicenter.yml");
+    let flagged = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["check", "config", "--config", example])
+        .output()
+        .unwrap();
+    let positional = check_config(example);
+    assert_eq!(
+        flagged.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&flagged.stderr)
+    );
+    assert_eq!(flagged.stderr, positional.stderr);
+    // Neither, or both: a usage error.
+    for args in [
+        vec!["check", "config"],
+        vec!["check", "config", example, "--config", example],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+    }
+}
+
 #[test]
 fn the_example_configuration_is_valid() {
     let output = check_config(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/examples/epicenter.yml"));

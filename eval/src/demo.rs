@@ -250,7 +250,7 @@ pub fn suggested_queries(kind: &str, scenario: &str) -> Vec<String> {
 
 /// The run's store folder: `--data` when it is new or empty, else a fresh
 /// `<root>/<scenario>-<UTC start, 20261202T001204Z>` (`-2`, `-3`, … when that exists; `root`
-/// is `demo-data`). A `--data` folder holding anything is refused.
+/// is `demo-data`), created on the spot. A `--data` folder holding anything is refused.
 ///
 /// Errors: the `--data` folder holds files, or cannot be read (the message names it).
 pub fn store_folder(given: Option<&Path>, root: &Path, scenario: &str, start_ms: i64) -> Result<PathBuf, String> {
@@ -273,12 +273,29 @@ pub fn store_folder(given: Option<&Path>, root: &Path, scenario: &str, start_ms:
                     }
                 })
                 .collect();
-            // Two demos started in the same second get `-2`, `-3`, … rather than a refusal.
+            // Two demos started in the same second get `-2`, `-3`, … rather than a refusal;
+            // the folder is created here (`create_dir` succeeds for one process only), so two
+            // demos started at once never pick the same one.
             let base = format!("{name}-{stamp}");
-            (1..100)
-                .map(|n| root.join(if n == 1 { base.clone() } else { format!("{base}-{n}") }))
-                .find(|folder| !folder.exists())
-                .unwrap_or_else(|| root.join(&base))
+            std::fs::create_dir_all(root).map_err(|error| format!("store folder {}: {error}", root.display()))?;
+            let mut chosen = None;
+            for n in 1..100 {
+                let folder = root.join(if n == 1 { base.clone() } else { format!("{base}-{n}") });
+                match std::fs::create_dir(&folder) {
+                    Ok(()) => {
+                        chosen = Some(folder);
+                        break;
+                    }
+                    Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                    Err(error) => return Err(format!("store folder {}: {error}", folder.display())),
+                }
+            }
+            chosen.ok_or_else(|| {
+                format!(
+                    "store folder {}: 99 folders named {base}-N exist already",
+                    root.display()
+                )
+            })?
         }
     };
     let occupied = match std::fs::read_dir(&folder) {
@@ -399,7 +416,10 @@ mod tests {
         let start_ms = 1_796_170_324_000;
         let first = store_folder(None, &root, "redis node/loss", start_ms).unwrap();
         assert_eq!(first, root.join("redis_node_loss-20261202T001204Z"));
-        std::fs::create_dir_all(&first).unwrap();
+        assert!(
+            first.is_dir(),
+            "the chosen folder is created, so no other demo takes it"
+        );
         let second = store_folder(None, &root, "redis node/loss", start_ms).unwrap();
         assert_eq!(second, root.join("redis_node_loss-20261202T001204Z-2"));
         std::fs::write(first.join("status"), "PID: 1").unwrap();
@@ -411,6 +431,17 @@ mod tests {
         let empty = root.join("empty");
         std::fs::create_dir_all(&empty).unwrap();
         assert_eq!(store_folder(Some(&empty), &root, "x", start_ms).unwrap(), empty);
+        // Eight demos started at once, in the same second: eight folders.
+        let racers: Vec<_> = (0..8)
+            .map(|_| {
+                let root = root.clone();
+                std::thread::spawn(move || store_folder(None, &root, "race", start_ms).unwrap())
+            })
+            .collect();
+        let mut folders: Vec<PathBuf> = racers.into_iter().map(|racer| racer.join().unwrap()).collect();
+        folders.sort();
+        folders.dedup();
+        assert_eq!(folders.len(), 8, "{folders:?}");
         let _ = std::fs::remove_dir_all(&root);
     }
 }
