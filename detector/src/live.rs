@@ -102,9 +102,9 @@ pub struct Round {
     pub graph: GraphDocument,
     /// How late this round started against its schedule (wall clock).
     pub lag: Duration,
-    /// Whether this round was judged behind (it or the round before ran late by
-    /// [`late_after`] the tick or more): no verdict opened, none was taken over.
-    pub held: bool,
+    /// When this round was judged behind (it or the round before ran late by [`late_after`]
+    /// the tick or more; no verdict opened, none was taken over): the larger of the two lags.
+    pub held_by: Option<Duration>,
 }
 
 /// How often [`BehindNotice`] speaks, at most.
@@ -114,16 +114,14 @@ const BEHIND_SAID_EVERY: Duration = Duration::from_secs(60);
 #[derive(Debug, Default)]
 pub struct BehindNotice {
     said: Option<std::time::Instant>,
-    previous_lag: Duration,
 }
 
 impl BehindNotice {
     /// The line to print for `round`, if it was held and nothing was said in the last
-    /// minute: it names the larger lag of this round and the one before (either holds it).
+    /// minute: it names the lag that held it ([`Round::held_by`]).
     pub fn note(&mut self, round: &Round) -> Option<String> {
-        let lag = round.lag.max(self.previous_lag);
-        self.previous_lag = round.lag;
-        if !round.held || self.said.is_some_and(|said| said.elapsed() < BEHIND_SAID_EVERY) {
+        let lag = round.held_by?;
+        if self.said.is_some_and(|said| said.elapsed() < BEHIND_SAID_EVERY) {
             return None;
         }
         self.said = Some(std::time::Instant::now());
@@ -178,7 +176,7 @@ pub async fn run(
             scheduled = ticks.tick() => {
                 // With `Delay`, a late tick moves the schedule: each lag is this round's own.
                 let lag = tokio::time::Instant::now().saturating_duration_since(scheduled);
-                let behind = lag >= late || previous_lag >= late;
+                let behind = (lag >= late || previous_lag >= late).then(|| lag.max(previous_lag));
                 previous_lag = lag;
                 let Some(interval) = interval_ms.filter(|_| gaps.len() >= FIRST_GAPS) else { continue };
                 let detector = detector.get_or_insert_with(|| {
@@ -188,7 +186,7 @@ pub async fn run(
                     let samples = batch.samples.iter().map(|(name, labels, value)| (name.as_str(), labels.clone(), *value));
                     detector.observe(batch.time_ms, &batch.instance, samples);
                 }
-                detector.set_behind(behind);
+                detector.set_behind(behind.is_some());
                 let assessment = detector.assess(latest_ms);
                 let instances = detector.instances();
                 let round = Round {
@@ -198,7 +196,7 @@ pub async fn run(
                     open: assessment.verdict.clone(),
                     graph: graph_document(instances, detector.dependencies(), &detector.peer_edges()),
                     lag,
-                    held: assessment.held,
+                    held_by: behind,
                 };
                 if out.send(round).await.is_err() {
                     return;
@@ -255,39 +253,41 @@ mod tests {
         let late = rounds.recv().await.unwrap();
         assert!(late.lag >= Duration::from_millis(400), "lag {:?}", late.lag);
         assert!(late.lag >= late_after(tick));
-        assert!(late.held, "a round {:?} late was not held", late.lag);
+        assert_eq!(late.held_by, Some(late.lag), "a round {:?} late was not held", late.lag);
         let next = rounds.recv().await.unwrap();
-        assert!(next.held, "the round after a late one was not held");
+        assert!(
+            next.held_by >= Some(late.lag),
+            "the round after a late one was not held"
+        );
         drop(batches);
         detector.await.unwrap();
     }
 
     #[test]
     fn being_behind_is_said_once_a_minute_with_the_lag_that_held_it() {
-        let round = |lag_ms: u64, held: bool| Round {
+        let round = |lag_ms: u64, held_by_ms: Option<u64>| Round {
             time_ms: 0,
             new_anomalies: Vec::new(),
             open: None,
             event: None,
             graph: graph_document(&BTreeMap::new(), &[], &Default::default()),
             lag: Duration::from_millis(lag_ms),
-            held,
+            held_by: held_by_ms.map(Duration::from_millis),
         };
         let mut notice = BehindNotice::default();
-        assert_eq!(notice.note(&round(3, false)), None);
+        assert_eq!(notice.note(&round(3, None)), None);
         assert_eq!(
             notice
-                .note(&round(505, true))
+                .note(&round(505, Some(505)))
                 .as_deref()
                 .map(|line| line.contains("505 ms late")),
             Some(true)
         );
         // The round after, held by the one before, within the minute: nothing said.
-        assert_eq!(notice.note(&round(2, true)), None);
+        assert_eq!(notice.note(&round(2, Some(505))), None);
         notice.said = std::time::Instant::now().checked_sub(BEHIND_SAID_EVERY);
-        // Held by the previous round's lag (700 ms), not its own 2 ms.
-        notice.note(&round(700, false));
-        let line = notice.note(&round(2, true)).unwrap();
+        // Held by the previous round's lag (700 ms), not its own 2 ms: the lag that held it.
+        let line = notice.note(&round(2, Some(700))).unwrap();
         assert!(
             line.starts_with("behind: a detector round started 700 ms late"),
             "{line}"

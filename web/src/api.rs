@@ -55,7 +55,7 @@ impl AppState {
         self.telemetry
             .detector_round_lag_seconds
             .observe(round.lag.as_secs_f64());
-        if round.held {
+        if round.held_by.is_some() {
             self.telemetry.detector_rounds_held_total.inc();
         }
         let gauge = &self.telemetry.verdict_open;
