@@ -14,12 +14,14 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{free_port, receive_on, receiver, require, start_alertmanager, Guard};
+use common::{
+    epicenter_log, free_port, get_json, get_text, receive_on, receiver, require, start_alertmanager, start_epicenter,
+    Guard,
+};
 
 /// Starts `epicenter fleet` (redis-node-loss at `speed`) and waits for its targets file.
 fn start_fleet(speed: u32, targets: &std::path::Path) -> Child {
@@ -67,28 +69,36 @@ fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {
     let mut guard = Guard::default();
     let am_port = start_alertmanager(&binaries[0], &dir, &hook, &mut guard);
     let targets = dir.join("targets.json");
-    // At 20x the node dies 9 s after the fleet starts and returns 12 s later.
-    guard.0.push(start_fleet(20, &targets));
-    let config = dir.join("run.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global: {{scrape_interval: 500ms, scrape_timeout: 400ms}}\nserver: {{listen_address: '127.0.0.1:0'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}']}}]\nstorage:\n  embedded: {{path: '{}'}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\nnotifiers:\n  - {{name: oncall, type: alertmanager, url: 'http://127.0.0.1:{am_port}', resend_interval: 2s}}\n",
+    let api = format!("127.0.0.1:{}", free_port());
+    // epicenter first (its log in dir/epicenter.log, shown with its verdicts and notifier
+    // counters if this fails), the fleet once it serves: the fault's clock starts with the
+    // fleet, and on a busy machine the store's start-up alone can outlast the fault.
+    start_epicenter(
+        &dir,
+        &api,
+        &format!(
+            "global: {{scrape_interval: 500ms, scrape_timeout: 400ms}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}'], refresh_interval: 1s}}]\nstorage:\n  embedded: {{path: '{}'}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\nnotifiers:\n  - {{name: oncall, type: alertmanager, url: 'http://127.0.0.1:{am_port}', resend_interval: 2s}}\n",
             targets.display(),
             dir.join("data").display()
         ),
-    )
-    .unwrap();
-    let started = Instant::now();
-    guard.0.push(
-        Command::new(env!("CARGO_BIN_EXE_epicenter"))
-            .args(["run", "--for", "5m", "--config"])
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+        &mut guard,
     );
+    // At 20x the node dies 9 s after the fleet starts and returns 12 s later.
+    let started = Instant::now();
+    guard.0.push(start_fleet(20, &targets));
+    let evidence = || {
+        format!(
+            "verdicts: {}\nnotifiers: {}\ndetector: {}\nepicenter log:\n{}",
+            get_json(&api, "/api/v1/verdicts")["data"]["history"],
+            get_json(&api, "/api/v1/notifiers")["data"],
+            get_text(&api, "/metrics")
+                .lines()
+                .filter(|line| line.starts_with("epicenter_detector_"))
+                .collect::<Vec<_>>()
+                .join("; "),
+            epicenter_log(&dir)
+        )
+    };
     // Alertmanager's webhook payloads: status and the alerts' labels and annotations.
     let is = |body: &serde_json::Value, status: &str| {
         body["status"] == status
@@ -115,7 +125,8 @@ fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {
     assert_eq!(
         firing.len(),
         1,
-        "exactly one firing notification for the group: {seen:#?}"
+        "exactly one firing notification for the group: {seen:#?}\n{}",
+        evidence()
     );
     let alert = &firing[0]["alerts"][0];
     let summary = alert["annotations"]["summary"].as_str().unwrap();
@@ -125,9 +136,18 @@ fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {
     );
     assert!(summary.contains(", dc-2);"), "{summary}");
     assert_eq!(alert["labels"]["severity"], "critical");
+    eprintln!(
+        "through alertmanager: firing and resolved received {:?} after start; {}",
+        started.elapsed(),
+        get_text(&api, "/metrics")
+            .lines()
+            .filter(|line| line.starts_with("epicenter_detector_rounds_held_total"))
+            .collect::<String>()
+    );
     assert!(
         seen.iter().any(|body| is(body, "resolved")),
-        "no resolved notification: {seen:#?}"
+        "no resolved notification: {seen:#?}\n{}",
+        evidence()
     );
     drop(guard);
     let _ = std::fs::remove_dir_all(&dir);
@@ -147,44 +167,22 @@ fn a_receiver_down_for_a_minute_loses_nothing_and_delays_no_verdict() {
     let hook_port = free_port();
     let mut guard = Guard::default();
     let targets = dir.join("targets.json");
-    // At 20x: the node dies at 9 s and returns at 21 s of wall time.
-    guard.0.push(start_fleet(20, &targets));
     let server = format!("127.0.0.1:{}", free_port());
-    let config = dir.join("run.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global: {{scrape_interval: 500ms, scrape_timeout: 400ms}}\nserver: {{listen_address: '{server}'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}']}}]\nstorage:\n  embedded: {{path: '{}'}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\nnotifiers:\n  - {{name: hook, type: webhook, url: 'http://127.0.0.1:{hook_port}/'}}\n",
+    // epicenter first, the fleet once it serves (as above).
+    start_epicenter(
+        &dir,
+        &server,
+        &format!(
+            "global: {{scrape_interval: 500ms, scrape_timeout: 400ms}}\nserver: {{listen_address: '{server}'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}'], refresh_interval: 1s}}]\nstorage:\n  embedded: {{path: '{}'}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\nnotifiers:\n  - {{name: hook, type: webhook, url: 'http://127.0.0.1:{hook_port}/'}}\n",
             targets.display(),
             dir.join("data").display()
         ),
-    )
-    .unwrap();
-    let started = Instant::now();
-    guard.0.push(
-        Command::new(env!("CARGO_BIN_EXE_epicenter"))
-            .args(["run", "--for", "5m", "--config"])
-            .arg(&config)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+        &mut guard,
     );
-    let get = |path: &str| -> serde_json::Value {
-        let Ok(mut stream) = std::net::TcpStream::connect(&server) else {
-            return serde_json::Value::Null;
-        };
-        let _ = write!(
-            stream,
-            "GET {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\n\r\n"
-        );
-        let mut response = String::new();
-        let _ = stream.read_to_string(&mut response);
-        let body = response.split_once("\r\n\r\n").map_or("", |(_, body)| body);
-        let start = body.find('{').unwrap_or(0);
-        let end = body.rfind('}').map_or(0, |at| at + 1);
-        serde_json::from_str(&body[start..end]).unwrap_or(serde_json::Value::Null)
-    };
+    // At 20x: the node dies at 9 s and returns at 21 s of wall time.
+    let started = Instant::now();
+    guard.0.push(start_fleet(20, &targets));
+    let get = |path: &str| get_json(&server, path);
     let state_seen = |state: &str| -> bool {
         get("/api/v1/verdicts")["data"]["history"]
             .as_array()
@@ -199,7 +197,7 @@ fn a_receiver_down_for_a_minute_loses_nothing_and_delays_no_verdict() {
             break;
         }
     }
-    let opened_at = opened_at.expect("no verdict opened within 120 s");
+    let opened_at = opened_at.unwrap_or_else(|| panic!("no verdict opened within 120 s\n{}", epicenter_log(&dir)));
     // Detection goes on during the outage: the node returns 12 s after it died, and the
     // verdict resolves while the receiver is still down.
     let mut resolved_at = None;
@@ -209,7 +207,12 @@ fn a_receiver_down_for_a_minute_loses_nothing_and_delays_no_verdict() {
             resolved_at = Some(started.elapsed());
         }
     }
-    let resolved_at = resolved_at.expect("the verdict did not resolve while the receiver was down");
+    let resolved_at = resolved_at.unwrap_or_else(|| {
+        panic!(
+            "the verdict did not resolve while the receiver was down\n{}",
+            epicenter_log(&dir)
+        )
+    });
     // The receiver comes back after a minute: both notifications arrive.
     let bodies = receive_on(TcpListener::bind(("127.0.0.1", hook_port)).unwrap());
     let back = Instant::now();

@@ -140,36 +140,46 @@ pub(crate) fn receiver() -> (String, Arc<Mutex<Vec<serde_json::Value>>>) {
     (address, receive_on(listener))
 }
 
-/// Answers every request on `listener` with 200 and keeps the JSON bodies, in order.
+/// Answers every request on `listener` with 200 and keeps the JSON bodies, in order of
+/// arrival. Each connection is read on its own thread with a read timeout, so a client that
+/// connects and sends nothing (a readiness probe, a stray connection) delays no other.
 pub(crate) fn receive_on(listener: TcpListener) -> Arc<Mutex<Vec<serde_json::Value>>> {
     let bodies = Arc::new(Mutex::new(Vec::new()));
     let store = bodies.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                    break;
-                }
-                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = value.trim().parse().unwrap_or(0);
-                }
-                if line == "\r\n" {
-                    break;
-                }
-            }
-            let mut body = vec![0u8; length];
-            let _ = reader.read_exact(&mut body);
-            if let Ok(document) = serde_json::from_slice(&body) {
-                store.lock().unwrap().push(document);
-            }
-            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            let Ok(stream) = stream else { continue };
+            let store = store.clone();
+            std::thread::spawn(move || receive_one(stream, &store));
         }
     });
     bodies
+}
+
+/// Reads one request from `stream`, keeps its JSON body in `store`, answers 200.
+fn receive_one(mut stream: std::net::TcpStream, store: &Mutex<Vec<serde_json::Value>>) {
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let Ok(reading) = stream.try_clone() else { return };
+    let mut reader = BufReader::new(reading);
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = value.trim().parse().unwrap_or(0);
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0u8; length];
+    let _ = reader.read_exact(&mut body);
+    if let Ok(document) = serde_json::from_slice(&body) {
+        store.lock().unwrap().push(document);
+    }
+    let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
 }
 
 /// GET `path` from `server` (host:port): the whole response (status line, headers, body),
