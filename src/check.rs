@@ -158,7 +158,11 @@ fn check_config(args: &ConfigArgs) -> ExitCode {
         .map(|file_sd| file_sd.files.len())
         .sum();
     let storage = match &config.storage.clickhouse {
-        Some(clickhouse) => format!("ClickHouse at {} (database {})", clickhouse.url, clickhouse.database),
+        Some(clickhouse) => format!(
+            "ClickHouse at {} (database {})",
+            epicenter_config::redacted_url(&clickhouse.url),
+            clickhouse.database
+        ),
         None => format!("embedded at {}", config.storage.embedded_path().display()),
     };
     eprintln!(

@@ -15,47 +15,12 @@
 mod common;
 
 use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
     epicenter_log, free_port, get_json, get_text, receive_on, receiver, require, start_alertmanager, start_epicenter,
-    Guard,
+    start_fleet, Guard,
 };
-
-/// Starts `epicenter fleet` (redis-node-loss at `speed`) and waits for its targets file.
-fn start_fleet(speed: u32, targets: &std::path::Path) -> Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_epicenter"))
-        .args([
-            "fleet",
-            "--scenario",
-            "redis-node-loss",
-            "--speed",
-            &speed.to_string(),
-            "--targets-file",
-        ])
-        .arg(targets)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    let written = loop {
-        if std::fs::read_to_string(targets).is_ok_and(|text| text.trim_end().ends_with(']')) {
-            break true;
-        }
-        if started.elapsed() > Duration::from_secs(120) {
-            break false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    if !written {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("epicenter fleet wrote no targets file");
-    }
-    child
-}
 
 #[test]
 fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {

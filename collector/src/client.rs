@@ -53,6 +53,11 @@ pub fn http_client(tls: Option<&TlsConfig>) -> Result<reqwest::Client, String> {
 /// a plain-words hint for the TLS failures people meet most.
 pub fn describe_request_error(error: &reqwest::Error) -> String {
     let mut text = error.to_string();
+    // reqwest names the URL it failed on; shown as `redacted_url` shows it (no password, no
+    // query values: a target's `params` may carry a key).
+    if let Some(url) = error.url() {
+        text = text.replace(url.as_str(), &epicenter_config::redacted_url(url.as_str()));
+    }
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
         text.push_str(": ");

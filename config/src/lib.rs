@@ -13,6 +13,7 @@
 //! section's `problems` function checks what needs no network, reporting every problem at once
 //! through [`Problems`]. Reading secrets and connecting are separate start-up steps.
 
+mod redact;
 mod tls;
 mod units;
 
@@ -20,6 +21,7 @@ use std::fmt;
 
 use serde::de::DeserializeOwned;
 
+pub use redact::{redacted_url, split_userinfo, MASK};
 pub use tls::TlsConfig;
 pub use units::{parse_duration, parse_size, ByteSize, PromDuration};
 

@@ -69,7 +69,10 @@ pub fn problems(notifiers: &[NotifierConfig], problems: &mut Problems) {
         if !(notifier.url.starts_with("http://") || notifier.url.starts_with("https://")) {
             problems.push(
                 at("url"),
-                format!("'{}' must start with http:// or https://", notifier.url),
+                format!(
+                    "'{}' must start with http:// or https://",
+                    epicenter_config::redacted_url(&notifier.url)
+                ),
             );
         }
         if !(0.0..=1.0).contains(&notifier.min_confidence) {

@@ -85,7 +85,8 @@ impl Notifiers {
         }
     }
 
-    /// Per notifier: name, kind, url and delivery counters.
+    /// Per notifier: name, kind, url (as [`epicenter_config::redacted_url`] shows it: no
+    /// password, no query values) and delivery counters.
     pub fn status(&self) -> Vec<serde_json::Value> {
         self.queues
             .iter()
@@ -93,7 +94,7 @@ impl Notifiers {
                 serde_json::json!({
                     "name": config.name,
                     "type": format!("{:?}", config.kind).to_lowercase(),
-                    "url": config.url,
+                    "url": epicenter_config::redacted_url(&config.url),
                     "sent": stats.sent.load(Ordering::Relaxed),
                     "failed": stats.failed.load(Ordering::Relaxed),
                     "dropped": stats.dropped.load(Ordering::Relaxed),
@@ -337,7 +338,11 @@ async fn deliver(
             Ok(response) => {
                 tracing::warn!(notifier = %config.name, attempt, status = %response.status(), "notification failed")
             }
-            Err(error) => tracing::warn!(notifier = %config.name, attempt, %error, "notification failed"),
+            Err(error) => {
+                // Without its URL: a webhook's key is often in its query.
+                let error = error.without_url();
+                tracing::warn!(notifier = %config.name, attempt, %error, "notification failed")
+            }
         }
         let jitter = rand::rng().random_range(0.0..0.5);
         tokio::select! {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use epicenter_config::Secret;
+use epicenter_config::{redacted_url, split_userinfo, Secret};
 
 use crate::config::ClickHouseConfig;
 use crate::schema::{self, Table};
@@ -28,24 +28,10 @@ impl std::fmt::Debug for ClickHouseStore {
 }
 
 impl std::fmt::Display for ClickHouseStore {
-    /// `the ClickHouse server at http://host:8123 (database epicenter)`, without any
-    /// credentials the URL carried.
+    /// `the ClickHouse server at http://host:8123 (database epicenter)`, the URL as
+    /// [`redacted_url`] shows it.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "the ClickHouse server at {} (database {})", self.url, self.database)
-    }
-}
-
-/// `url` without a `user:password@` part: `http://u:p@host:8123/x` → `http://host:8123/x`; a
-/// URL without `scheme://` loses it too (`u:p@host:8123` → `host:8123`).
-pub fn without_userinfo(url: &str) -> String {
-    let (prefix, rest) = match url.split_once("://") {
-        Some((scheme, rest)) => (format!("{scheme}://"), rest),
-        None => (String::new(), url),
-    };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => format!("{prefix}{}", &rest[at + 1..]),
-        None => url.to_string(),
     }
 }
 
@@ -80,11 +66,22 @@ const PERMANENT: &[&str] = &[
 
 impl ClickHouseStore {
     /// A client for `config` (password already read, see [`ClickHouseConfig::password`]),
-    /// with LZ4-compressed inserts.
+    /// with LZ4-compressed inserts. Credentials in the URL's userinfo
+    /// (`http://user:password@host:8123`) are sent as the user and password (the
+    /// `X-ClickHouse-User` and `X-ClickHouse-Key` headers, as the `clickhouse` crate does),
+    /// never as part of the URL; a user there overrides `user`, a password `password`.
     pub fn new(config: &ClickHouseConfig, password: Option<Secret>) -> ClickHouseStore {
+        let (userinfo, url) = split_userinfo(&config.url);
+        let (user, password) = match userinfo {
+            Some((user, in_url)) => (
+                if user.is_empty() { config.user.clone() } else { user },
+                in_url.map(Secret::new).or(password),
+            ),
+            None => (config.user.clone(), password),
+        };
         let mut client = clickhouse::Client::default()
-            .with_url(config.url.clone())
-            .with_user(config.user.clone())
+            .with_url(url)
+            .with_user(user)
             .with_compression(clickhouse::Compression::Lz4);
         if let Some(password) = password {
             client = client.with_password(password.expose());
@@ -93,7 +90,7 @@ impl ClickHouseStore {
             client,
             database: config.database.clone(),
             // For errors, Debug and Display: never the credentials a URL may carry.
-            url: without_userinfo(&config.url),
+            url: redacted_url(&config.url),
         }
     }
 
@@ -209,15 +206,68 @@ mod tests {
         assert!(!lines[1].contains("readonly"), "{lines:?}");
     }
 
-    #[test]
-    fn credentials_are_cut_from_urls() {
-        assert_eq!(
-            without_userinfo("http://u:secret@db:8123/x?y=1"),
-            "http://db:8123/x?y=1"
+    /// One request to a server that records it and answers `1`; returns the request's text.
+    async fn one_request(listener: tokio::net::TcpListener) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut buffer = vec![0u8; 16 * 1024];
+        let read = stream.read(&mut buffer).await.unwrap();
+        let _ = stream
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n1\n")
+            .await;
+        String::from_utf8_lossy(&buffer[..read]).into_owned()
+    }
+
+    #[tokio::test]
+    async fn credentials_in_the_url_are_sent_as_user_and_key_and_never_shown() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let server = tokio::spawn(one_request(listener));
+        let config = ClickHouseConfig {
+            url: format!("http://reader:p%40ss-w0rd@{address}"),
+            database: "epicenter".into(),
+            user: "default".into(),
+            password_env: None,
+            password_file: None,
+            tls: None,
+        };
+        let store = ClickHouseStore::new(&config, Some(Secret::new("from-env".into())));
+        assert_eq!(store.query("SELECT 1", "TabSeparated").await.unwrap(), b"1\n");
+        let request = server.await.unwrap().to_ascii_lowercase();
+        assert!(request.contains("x-clickhouse-user: reader\r\n"), "{request}");
+        assert!(request.contains("x-clickhouse-key: p@ss-w0rd\r\n"), "{request}");
+        assert!(
+            !request.contains("from-env") && !request.contains("p%40ss"),
+            "{request}"
         );
-        assert_eq!(without_userinfo("https://db:8443"), "https://db:8443");
-        assert_eq!(without_userinfo("http://db:8123/path@x"), "http://db:8123/path@x");
-        assert_eq!(without_userinfo("db:8123"), "db:8123");
-        assert_eq!(without_userinfo("u:p@db:8123"), "db:8123");
+        // Shown without the password, however the store is printed.
+        for shown in [
+            store.to_string(),
+            format!("{store:?}"),
+            store.error(clickhouse::error::Error::TimedOut).to_string(),
+        ] {
+            assert!(!shown.contains("ss-w0rd") && !shown.contains("p%40ss"), "{shown}");
+            assert!(shown.contains(&format!("http://reader:xxxxx@{address}/")), "{shown}");
+        }
+    }
+
+    #[tokio::test]
+    async fn without_userinfo_the_configured_user_and_password_are_sent() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let server = tokio::spawn(one_request(listener));
+        let config = ClickHouseConfig {
+            url: format!("http://{address}"),
+            database: "epicenter".into(),
+            user: "writer".into(),
+            password_env: Some("X".into()),
+            password_file: None,
+            tls: None,
+        };
+        let store = ClickHouseStore::new(&config, Some(Secret::new("from-env".into())));
+        assert_eq!(store.query("SELECT 1", "TabSeparated").await.unwrap(), b"1\n");
+        let request = server.await.unwrap().to_ascii_lowercase();
+        assert!(request.contains("x-clickhouse-user: writer\r\n"), "{request}");
+        assert!(request.contains("x-clickhouse-key: from-env\r\n"), "{request}");
     }
 }

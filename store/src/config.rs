@@ -6,7 +6,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use epicenter_config::{is_label_name, ByteSize, Problems, PromDuration, Secret, TlsConfig};
+use epicenter_config::{
+    is_label_name, redacted_url, split_userinfo, ByteSize, Problems, PromDuration, Secret, TlsConfig,
+};
 use serde::Deserialize;
 
 /// `storage`: the embedded chDB store (default) or a ClickHouse server.
@@ -52,8 +54,15 @@ impl StorageConfig {
                 "storage.clickhouse.url",
                 format!(
                     "'{}' must start with http:// or https:// (the HTTP interface, port 8123 by default)",
-                    clickhouse.url
+                    redacted_url(&clickhouse.url)
                 ),
+            );
+        }
+        let password_in_url = matches!(split_userinfo(&clickhouse.url).0, Some((_, Some(_))));
+        if password_in_url && (clickhouse.password_env.is_some() || clickhouse.password_file.is_some()) {
+            problems.push(
+                "storage.clickhouse.url",
+                "carries a password and password_env or password_file is set too: give the password one way",
             );
         }
         if let Some(tls) = &clickhouse.tls {
@@ -96,7 +105,7 @@ impl StorageConfig {
             if clickhouse.url.starts_with("https://") {
                 warnings.push(format!(
                     "storage.clickhouse.url: '{}' needs TLS, which this build's ClickHouse client lacks; writes will fail (use the http:// port, 8123 by default, through a TLS-terminating proxy if needed)",
-                    clickhouse.url
+                    redacted_url(&clickhouse.url)
                 ));
             }
         }
@@ -121,7 +130,9 @@ fn default_data_path() -> PathBuf {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClickHouseConfig {
-    /// Base URL, e.g. `http://127.0.0.1:8123`.
+    /// Base URL, e.g. `http://127.0.0.1:8123`. May carry `user:password@` (sent as the user
+    /// and password, never shown: see `epicenter_config::redacted_url`); prefer
+    /// `password_env` or `password_file`, which keep the password out of the file.
     pub url: String,
     /// Database holding epicenter's tables. Default `epicenter`.
     #[serde(default = "default_database")]

@@ -240,6 +240,17 @@ pub(crate) fn start_alertmanager(
 /// Writes `config` (epicenter YAML) into `dir`, starts `epicenter run` with it (log in
 /// `dir/epicenter.log`) and waits until its API on `api` (host:port) accepts connections.
 pub(crate) fn start_epicenter(dir: &std::path::Path, api: &str, config: &str, guard: &mut Guard) {
+    start_epicenter_with(dir, api, &[], config, guard);
+}
+
+/// [`start_epicenter`] with extra environment variables (`EPICENTER_LOG`, for example).
+pub(crate) fn start_epicenter_with(
+    dir: &std::path::Path,
+    api: &str,
+    env: &[(&str, &str)],
+    config: &str,
+    guard: &mut Guard,
+) {
     let path = dir.join("epicenter.yml");
     std::fs::write(&path, config).unwrap();
     let log = std::fs::File::create(dir.join("epicenter.log")).unwrap();
@@ -247,6 +258,7 @@ pub(crate) fn start_epicenter(dir: &std::path::Path, api: &str, config: &str, gu
         Command::new(env!("CARGO_BIN_EXE_epicenter"))
             .args(["run", "--config"])
             .arg(&path)
+            .envs(env.iter().copied())
             .stdout(log.try_clone().unwrap())
             .stderr(log),
     ));
@@ -339,4 +351,38 @@ pub(crate) fn epicenter_log(dir: &std::path::Path) -> String {
     let text = std::fs::read_to_string(dir.join("epicenter.log")).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+/// Starts `epicenter fleet` (redis-node-loss at `speed`) and waits for its targets file.
+pub(crate) fn start_fleet(speed: u32, targets: &std::path::Path) -> Child {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args([
+            "fleet",
+            "--scenario",
+            "redis-node-loss",
+            "--speed",
+            &speed.to_string(),
+            "--targets-file",
+        ])
+        .arg(targets)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let written = loop {
+        if std::fs::read_to_string(targets).is_ok_and(|text| text.trim_end().ends_with(']')) {
+            break true;
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    if !written {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("epicenter fleet wrote no targets file");
+    }
+    child
 }

@@ -74,7 +74,7 @@ impl Status {
             parts.push(format!(
                 "down: {} {}: {}",
                 printable(&down.job),
-                printable(&without_credentials(&down.url)),
+                printable(&epicenter_config::redacted_url(&down.url)),
                 printable(&cause(&down.error))
             ));
         }
@@ -86,12 +86,6 @@ impl Status {
 /// label value) shown as `?`, so that nothing a target sends steers the terminal.
 fn printable(text: &str) -> String {
     text.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
-}
-
-/// A scrape URL without `user:password@` and without its query (`?token=…`).
-fn without_credentials(url: &str) -> String {
-    let url = url.split(['?', '#']).next().unwrap_or(url);
-    epicenter_store::clickhouse::without_userinfo(url)
 }
 
 /// The end of an error chain (`a: b: c: connection refused (os error 111)` → its last two
@@ -121,8 +115,8 @@ mod tests {
         assert_eq!(cause("HTTP 500"), "HTTP 500");
         assert_eq!(printable("bad\x1b[31m\nline"), "bad?[31m?line");
         assert_eq!(
-            without_credentials("http://u:secret@10.0.0.1:9100/probe?target=x&token=t"),
-            "http://10.0.0.1:9100/probe"
+            epicenter_config::redacted_url("http://u:secret@10.0.0.1:9100/probe?target=x&token=t"),
+            "http://u:xxxxx@10.0.0.1:9100/probe?target=xxxxx&token=xxxxx"
         );
     }
 
