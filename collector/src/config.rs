@@ -97,9 +97,12 @@ pub struct ScrapeConfig {
     /// Relabeling of scraped series before storage.
     #[serde(default)]
     pub metric_relabel_configs: Vec<RelabelConfig>,
-    /// Largest body accepted, in bytes (`10MiB`); larger scrapes fail. 0 = no limit (default).
+    /// Largest body accepted, in bytes after decompression (`10MiB`); larger scrapes fail.
+    /// Default [`DEFAULT_BODY_SIZE_LIMIT`]; `0` = no limit (Prometheus's default, under which
+    /// one gzip bomb can take all the memory there is). Read it with
+    /// [`ScrapeConfig::body_size_limit`].
     #[serde(default)]
-    pub body_size_limit: ByteSize,
+    pub body_size_limit: Option<ByteSize>,
     /// Most samples accepted per scrape after metric relabeling; more fails the scrape.
     /// 0 = no limit (default).
     #[serde(default)]
@@ -107,10 +110,35 @@ pub struct ScrapeConfig {
     /// Most labels per series; more fails the scrape. 0 = no limit (default).
     #[serde(default)]
     pub label_limit: u64,
+    /// Longest label name, in bytes; longer fails the scrape (Prometheus
+    /// `label_name_length_limit`). 0 = no limit (default).
+    #[serde(default)]
+    pub label_name_length_limit: u64,
+    /// Longest label value, in bytes; longer fails the scrape (Prometheus
+    /// `label_value_length_limit`). 0 = no limit (default).
+    #[serde(default)]
+    pub label_value_length_limit: u64,
     /// TLS settings for `scheme: https` (Prometheus `tls_config`): a CA file for private
     /// CAs (the system's roots are trusted as well), a client certificate, or no verification.
     #[serde(default)]
     pub tls_config: Option<TlsConfig>,
+}
+
+/// `body_size_limit` when the job does not set one: 16 MiB, vmagent's default
+/// (`-promscrape.maxScrapeSize`). The largest bodies of common exporters are a few MiB
+/// (kube-state-metrics on large clusters); the limit applies to the decompressed body.
+pub const DEFAULT_BODY_SIZE_LIMIT: u64 = 16 * 1024 * 1024;
+
+impl ScrapeConfig {
+    /// The largest body a scrape reads, in bytes after decompression; `None` when `0` turned
+    /// the limit off.
+    pub fn body_size_limit(&self) -> Option<u64> {
+        match self.body_size_limit {
+            None => Some(DEFAULT_BODY_SIZE_LIMIT),
+            Some(ByteSize(0)) => None,
+            Some(ByteSize(limit)) => Some(limit),
+        }
+    }
 }
 
 fn default_metrics_path() -> String {

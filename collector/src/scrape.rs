@@ -6,8 +6,8 @@
 //! removed afterwards. A scrape sends `Accept` preferring OpenMetrics, reads at most
 //! `body_size_limit` bytes of the (gunzipped) body within `scrape_timeout`, parses it as the
 //! `Content-Type` says, applies `metric_relabel_configs`, attaches the target's labels
-//! (`exported_<name>` on clashes unless `honor_labels`), enforces `sample_limit` and
-//! `label_limit`, and adds the synthetic series `up`, `scrape_duration_seconds`,
+//! (`exported_<name>` on clashes unless `honor_labels`), enforces `sample_limit`,
+//! `label_limit`, `label_name_length_limit` and `label_value_length_limit`, and adds the synthetic series `up`, `scrape_duration_seconds`,
 //! `scrape_samples_scraped`, `scrape_samples_post_metric_relabeling` and
 //! `scrape_series_added`. Any failure fails the whole scrape (`up` 0, with the reason) and
 //! touches no other target.
@@ -96,6 +96,21 @@ pub enum ScrapeError {
     SampleLimit {
         /// Samples after relabeling.
         count: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A label name or value longer than `label_name_length_limit` or
+    /// `label_value_length_limit`.
+    #[error("{key} exceeded: series '{series}' has a label {what} of {length} bytes > {limit}")]
+    LabelLengthLimit {
+        /// The config key of the limit.
+        key: &'static str,
+        /// `name` or `value`.
+        what: &'static str,
+        /// The series' name.
+        series: String,
+        /// The label name or value's length, in bytes.
+        length: u64,
         /// The limit.
         limit: u64,
     },
@@ -212,6 +227,7 @@ impl Scraper {
                         limit: job.config.label_limit,
                     });
                 }
+                check_label_lengths(&series, &job.config)?;
                 let timestamp_ms = match (job.config.honor_timestamps, sample.timestamp_ms()) {
                     (true, Some(timestamp)) => timestamp,
                     _ => started_ms,
@@ -311,20 +327,48 @@ impl Scraper {
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|value| value.to_str().ok())
             .map(str::to_string);
-        let limit = job.config.body_size_limit.0;
+        // Chunks come decompressed (reqwest's gzip): the limit bounds what is held, so a
+        // gzip bomb stops here at the limit.
+        let limit = job.config.body_size_limit();
         let mut body = Vec::new();
         while let Some(chunk) = response
             .chunk()
             .await
             .map_err(|error| ScrapeError::Request(describe_request_error(&error)))?
         {
-            if limit > 0 && (body.len() + chunk.len()) as u64 > limit {
+            if let Some(limit) = limit.filter(|limit| (body.len() + chunk.len()) as u64 > *limit) {
                 return Err(ScrapeError::BodyTooLarge { limit });
             }
             body.extend_from_slice(&chunk);
         }
         Ok((content_type, body))
     }
+}
+
+/// Fails a series whose label names or values are longer than the job allows (Prometheus
+/// `verifyLabelLimits`). Costs nothing when both limits are 0 (the default).
+fn check_label_lengths(series: &Series, config: &crate::config::ScrapeConfig) -> Result<(), ScrapeError> {
+    let (names, values) = (config.label_name_length_limit, config.label_value_length_limit);
+    if names == 0 && values == 0 {
+        return Ok(());
+    }
+    for (name, value) in &series.labels {
+        let too_long = |length: usize, limit: u64, key, what| {
+            (limit > 0 && length as u64 > limit).then(|| ScrapeError::LabelLengthLimit {
+                key,
+                what,
+                series: series.name.clone(),
+                length: length as u64,
+                limit,
+            })
+        };
+        if let Some(error) = too_long(name.len(), names, "label_name_length_limit", "name")
+            .or_else(|| too_long(value.len(), values, "label_value_length_limit", "value"))
+        {
+            return Err(error);
+        }
+    }
+    Ok(())
 }
 
 /// Names of the synthetic series every scrape adds, in the order their values are computed.

@@ -84,6 +84,25 @@ async fn exporter() -> String {
         .route("/malformed", get(|| async { "ok 1\nbroken{a=\"b\" 2\n" }))
         .route("/big", get(|| async { "x 1\n".repeat(300_000) }))
         .route(
+            "/bomb",
+            get(|| async {
+                (
+                    [(header::CONTENT_TYPE, "text/plain"), (header::CONTENT_ENCODING, "gzip")],
+                    bomb().to_vec(),
+                )
+            }),
+        )
+        .route(
+            "/long-labels",
+            get(|| async {
+                format!(
+                    "m{{short=\"v\"}} 1\nm{{{}=\"v\",value=\"{}\"}} 2\n",
+                    "n".repeat(40),
+                    "v".repeat(300)
+                )
+            }),
+        )
+        .route(
             "/accept",
             get(|headers: HeaderMap| async move {
                 let accept = headers
@@ -112,6 +131,34 @@ async fn exporter() -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    address
+}
+
+/// 64 MiB of samples in a few hundred KiB of gzip: the body's real size shows only as it is
+/// decompressed. Made once, before the first scrape asks for it.
+fn bomb() -> &'static [u8] {
+    static BOMB: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    BOMB.get_or_init(|| gzip(&"a 1\n".repeat(16 * 1024 * 1024)))
+}
+
+/// A target whose body never ends (no length, never closed); returns its `host:port`.
+async fn endless_exporter() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = [0u8; 4096];
+                let _ = stream.read(&mut request).await;
+                let _ = stream
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n")
+                    .await;
+                let chunk = "a 1\n".repeat(16 * 1024);
+                while stream.write_all(chunk.as_bytes()).await.is_ok() {}
+            });
+        }
+    });
     address
 }
 
@@ -517,4 +564,59 @@ async fn killing_one_target_marks_only_it_down_within_one_interval() {
         let _ = server.wait();
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Limits hold by default: a gzip bomb (64 MiB decompressed) and a body that never ends fail
+/// at the default 16 MiB instead of taking the memory; `body_size_limit: 0` turns the limit
+/// off, and bodies under it are untouched. Label name and value lengths fail the scrape
+/// when limited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_hold_by_default_and_bound_the_decompressed_body() {
+    let address = exporter().await;
+    let default_limit = format!(
+        "body larger than body_size_limit ({} bytes)",
+        epicenter_collector::config::DEFAULT_BODY_SIZE_LIMIT
+    );
+    assert_eq!(epicenter_collector::config::DEFAULT_BODY_SIZE_LIMIT, 16 << 20);
+    let compressed = bomb().len();
+    assert!(compressed < 1 << 20, "the bomb is {compressed} bytes compressed");
+    let bomb = scrape_once(&address, "/bomb", "").await;
+    assert!(!bomb.report.up);
+    assert!(
+        bomb.report.error.as_deref().unwrap_or("").contains(&default_limit),
+        "{:?}",
+        bomb.report.error
+    );
+    let endless = scrape_once(&endless_exporter().await, "/metrics", "").await;
+    assert!(
+        endless.report.error.as_deref().unwrap_or("").contains(&default_limit),
+        "{:?}",
+        endless.report.error
+    );
+    // 1.2 MB: under the default; and with the limit off.
+    for extra in ["", "    body_size_limit: 0\n"] {
+        let big = scrape_once(&address, "/big", extra).await;
+        assert!(big.report.up, "{extra}: {:?}", big.report.error);
+        assert_eq!(big.report.samples_scraped, 300_000);
+    }
+    let cases = [
+        ("", None),
+        (
+            "    label_name_length_limit: 40\n    label_value_length_limit: 300\n",
+            None,
+        ),
+        (
+            "    label_name_length_limit: 39\n",
+            Some("label_name_length_limit exceeded: series 'm' has a label name of 40 bytes > 39"),
+        ),
+        (
+            "    label_value_length_limit: 299\n",
+            Some("label_value_length_limit exceeded: series 'm' has a label value of 300 bytes > 299"),
+        ),
+    ];
+    for (extra, error) in cases {
+        let outcome = scrape_once(&address, "/long-labels", extra).await;
+        assert_eq!(outcome.report.error.as_deref(), error, "{extra}");
+        assert_eq!(outcome.report.up, error.is_none(), "{extra}");
+    }
 }
