@@ -25,15 +25,26 @@ struct FileGroup {
     labels: BTreeMap<String, String>,
 }
 
-/// Reads one target file. Errors name the file and, for YAML/JSON problems, where.
+/// Reads one target file. Errors name the file and, for YAML/JSON problems, where (YAML:
+/// `line:column: key path: reason`). A file over [`epicenter_config::MAX_DOCUMENT_BYTES`] is
+/// refused unread; YAML nested deeper than [`epicenter_config::MAX_NESTING`] before it is
+/// parsed (JSON: serde_json's own limit of 128).
 pub fn read_target_file(path: &Path) -> Result<Vec<StaticConfig>, String> {
+    let size = std::fs::metadata(path)
+        .map_err(|error| format!("{}: {error}", path.display()))?
+        .len();
+    if size > epicenter_config::MAX_DOCUMENT_BYTES as u64 {
+        return Err(format!(
+            "{}: {size} bytes is larger than the {} bytes a target file may have",
+            path.display(),
+            epicenter_config::MAX_DOCUMENT_BYTES
+        ));
+    }
     let text = std::fs::read_to_string(path).map_err(|error| format!("{}: {error}", path.display()))?;
     let groups: Vec<FileGroup> = if path.extension().is_some_and(|extension| extension == "json") {
         serde_json::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?
-    } else if text.trim().is_empty() {
-        Vec::new()
     } else {
-        serde_norway::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?
+        epicenter_config::from_yaml(&text).map_err(|error| format!("{}:{error}", path.display()))?
     };
     Ok(groups
         .into_iter()
@@ -129,7 +140,9 @@ impl FileDiscovery {
 
     /// Re-reads files that appeared, changed (modification time or size) or vanished.
     /// Returns the current groups of all files when anything changed, `None` otherwise, plus
-    /// the errors met (a file that fails to read keeps its previous groups).
+    /// the errors met (a file that fails to read keeps its previous groups, and is not read
+    /// again until it changes). Blocking file I/O and parsing: call it off the async runtime
+    /// (`spawn_blocking`), as the job runner does.
     pub fn poll(&mut self) -> (Option<Vec<StaticConfig>>, Vec<String>) {
         let mut errors = Vec::new();
         let mut changed = false;
@@ -152,7 +165,17 @@ impl FileDiscovery {
                         self.files.insert(path, (modified, size, groups));
                         changed = true;
                     }
-                    Err(error) => errors.push(error),
+                    Err(error) => {
+                        // Keep its previous groups, and read it again only once it changes:
+                        // a bad file costs one read and one warning per change, not per poll.
+                        let groups = self
+                            .files
+                            .remove(&path)
+                            .map(|(_, _, groups)| groups)
+                            .unwrap_or_default();
+                        self.files.insert(path, (modified, size, groups));
+                        errors.push(error);
+                    }
                 }
             }
         }
@@ -213,6 +236,22 @@ mod tests {
         assert_eq!(groups, None);
         assert_eq!(errors.len(), 1);
         assert!(errors[0].contains("redis-b.yml"), "{errors:?}");
+        // The bad file is not read again (nor warned about) until it changes.
+        assert_eq!(discovery.poll(), (None, Vec::new()));
+        // Nesting that would take the YAML library minutes is refused at once, with where.
+        let started = std::time::Instant::now();
+        std::fs::write(&yaml, format!("{}{}\n", "[".repeat(100_000), "]".repeat(100_000))).unwrap();
+        let (groups, errors) = discovery.poll();
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(groups, None);
+        assert!(
+            errors[0].contains("redis-b.yml:1:65: nested deeper than 64 levels"),
+            "{errors:?}"
+        );
         // A removed file's targets go away.
         std::fs::remove_file(&json).unwrap();
         let groups = discovery.poll().0.unwrap();

@@ -49,8 +49,19 @@ pub async fn run_job(
     loop {
         let mut changed = first;
         first = false;
-        if let Some(discovery) = discovery.as_mut() {
-            let (groups, errors) = discovery.poll();
+        if let Some(mut files) = discovery.take() {
+            // File I/O and parsing off the runtime: a huge or hostile file delays only this
+            // job's discovery, never a scrape or the API.
+            let Ok((files, (groups, errors))) = tokio::task::spawn_blocking(move || {
+                let polled = files.poll();
+                (files, polled)
+            })
+            .await
+            else {
+                tracing::error!(job = %job.config.job_name, "file_sd: the discovery task failed; this job's targets stay as they are");
+                break;
+            };
+            discovery = Some(files);
             for error in errors {
                 tracing::warn!(job = %job.config.job_name, %error, "file_sd: cannot read target file; keeping its previous targets");
             }

@@ -85,6 +85,7 @@ pub fn from_yaml<T: DeserializeOwned + Default>(text: &str) -> Result<T, ConfigE
     if text.trim().is_empty() {
         return Ok(T::default());
     }
+    check_shape(text)?;
     let deserializer = serde_norway::Deserializer::from_str(text);
     serde_path_to_error::deserialize(deserializer).map_err(|error| {
         let path = error.path().to_string();
@@ -107,6 +108,55 @@ pub fn from_yaml<T: DeserializeOwned + Default>(text: &str) -> Result<T, ConfigE
             message,
         }
     })
+}
+
+/// Largest YAML document [`from_yaml`] reads, in bytes (64 MiB: a discovery file of a
+/// hundred thousand targets with labels is about 20 MiB).
+pub const MAX_DOCUMENT_BYTES: usize = 64 << 20;
+
+/// Deepest nesting of flow collections (`[` and `{`) [`from_yaml`] reads. The YAML library
+/// takes time quadratic in this depth before it reports anything (100,000 levels in 200 KB
+/// took minutes), and no configuration needs more than a handful.
+pub const MAX_NESTING: usize = 64;
+
+/// Refuses, before any parsing, a document over [`MAX_DOCUMENT_BYTES`] or nested deeper than
+/// [`MAX_NESTING`]. Brackets are counted wherever they are, quoted or in comments: a document
+/// cannot hide nesting from the count, and a real one never has 64 unclosed brackets in its
+/// strings. The error gives the line and column of the bracket that went too deep.
+pub fn check_shape(text: &str) -> Result<(), ConfigError> {
+    if text.len() > MAX_DOCUMENT_BYTES {
+        return Err(ConfigError {
+            path: String::new(),
+            location: None,
+            message: format!(
+                "{} bytes is larger than the {MAX_DOCUMENT_BYTES} bytes a document may have",
+                text.len()
+            ),
+        });
+    }
+    let mut depth = 0usize;
+    let (mut line, mut column) = (1usize, 0usize);
+    for character in text.chars() {
+        column += 1;
+        match character {
+            '\n' => (line, column) = (line + 1, 0),
+            '[' | '{' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Err(ConfigError {
+                        path: String::new(),
+                        location: Some((line, column)),
+                        message: format!(
+                            "nested deeper than {MAX_NESTING} levels of [ and {{ (brackets are counted in strings and comments too)"
+                        ),
+                    });
+                }
+            }
+            ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// A password or token: never printed by `Debug`, and without `Display`.
@@ -142,6 +192,25 @@ pub fn is_label_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deep_nesting_is_refused_before_parsing_with_where() {
+        let deep = format!("a: 1\nscrape_configs: {}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+        let started = std::time::Instant::now();
+        let error = from_yaml::<std::collections::BTreeMap<String, serde_norway::Value>>(&deep).unwrap_err();
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(error.location, Some((2, 16 + MAX_NESTING + 1)), "{error}");
+        assert!(error.to_string().contains("nested deeper than 64 levels"), "{error}");
+        // Exactly the limit parses; brackets in strings count but close again.
+        let ok = format!("a: {}1{}\nb: '[x]'\n", "[".repeat(MAX_NESTING), "]".repeat(MAX_NESTING));
+        assert!(from_yaml::<std::collections::BTreeMap<String, serde_norway::Value>>(&ok).is_ok());
+        let big = " ".repeat(MAX_DOCUMENT_BYTES + 1);
+        assert!(check_shape(&big).unwrap_err().to_string().contains("larger than"));
+    }
 
     #[test]
     fn label_names_follow_the_data_model() {

@@ -164,6 +164,11 @@ pub struct RulesError {
 
 /// Parses a rules file (YAML, the shape of `rules/signals/signals.yml`).
 pub fn parse(text: &str) -> Result<Vec<Rule>, RulesError> {
+    // Size and nesting first: the YAML library is slow on deep nesting.
+    epicenter_config::check_shape(text).map_err(|error| RulesError {
+        path: "rules file".to_string(),
+        message: error.to_string(),
+    })?;
     let deserializer = serde_norway::Deserializer::from_str(text);
     let file: RulesFile = serde_path_to_error::deserialize(deserializer).map_err(|error| {
         let path = error.path().to_string();

@@ -544,6 +544,11 @@ pub const SHIPPED: [(&str, &str); 8] = [
 impl Scenario {
     /// Parses and checks a scenario. Errors name the key path (and line) or the rule broken.
     pub fn from_yaml(text: &str) -> Result<Scenario, ScenarioError> {
+        // Size and nesting first: the YAML library is slow on deep nesting.
+        epicenter_config::check_shape(text).map_err(|error| ScenarioError {
+            path: "scenario".to_string(),
+            message: error.to_string(),
+        })?;
         let deserializer = serde_norway::Deserializer::from_str(text);
         let scenario: Scenario = serde_path_to_error::deserialize(deserializer).map_err(|error| {
             let path = error.path().to_string();
