@@ -36,7 +36,7 @@ use epicenter_store::{EmbeddedStore, Table};
 struct NullSink;
 
 impl Sink for NullSink {
-    async fn write(self: Arc<Self>, _table: Table, data: Arc<Vec<u8>>) -> Result<u64, SinkError> {
+    async fn write(self: Arc<Self>, _table: Table, data: Arc<Vec<u8>>, _token: Arc<str>) -> Result<u64, SinkError> {
         std::hint::black_box(data);
         Ok(0)
     }

@@ -145,15 +145,16 @@ impl ClickHouseStore {
     }
 
     /// Inserts RowBinary rows in `table`'s column order.
-    pub async fn insert_encoded(&self, table: Table, data: &[u8]) -> Result<u64, ClickHouseError> {
+    pub async fn insert_encoded(&self, table: Table, data: &[u8], token: &str) -> Result<u64, ClickHouseError> {
         if data.is_empty() {
             return Ok(0);
         }
         let sql = format!(
-            "INSERT INTO {}.{} ({}) FORMAT RowBinary",
+            "INSERT INTO {}.{} ({}) {} FORMAT RowBinary",
             self.database,
             table.name(),
-            table.columns()
+            table.columns(),
+            crate::schema::deduplication_settings(token)
         );
         let mut insert = self.client.insert_formatted_with(sql);
         insert

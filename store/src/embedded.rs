@@ -90,23 +90,29 @@ impl EmbeddedStore {
     pub fn write_samples(&self, rows: &[SampleRow]) -> Result<u64, ChdbError> {
         let mut data = Vec::with_capacity(rows.len() * 128);
         rows::encode_samples(rows, &mut data);
-        self.insert_encoded(Table::Samples, &data)
+        self.insert_encoded(Table::Samples, &data, &crate::schema::new_batch_token())
     }
 
     /// Writes scrape reports to `scrapes`.
     pub fn write_scrapes(&self, reports: &[ScrapeReport]) -> Result<u64, ChdbError> {
         let mut data = Vec::with_capacity(reports.len() * 96);
         rows::encode_scrapes(reports, &mut data);
-        self.insert_encoded(Table::Scrapes, &data)
+        self.insert_encoded(Table::Scrapes, &data, &crate::schema::new_batch_token())
     }
 
     /// Inserts rows already encoded as RowBinary in `table`'s column order (what the batcher
     /// accumulates). Empty data writes nothing.
-    pub fn insert_encoded(&self, table: Table, data: &[u8]) -> Result<u64, ChdbError> {
+    pub fn insert_encoded(&self, table: Table, data: &[u8], token: &str) -> Result<u64, ChdbError> {
         if data.is_empty() {
             return Ok(0);
         }
-        let insert = format!("INSERT INTO {}.{} ({})", self.database, table.name(), table.columns());
+        let insert = format!(
+            "INSERT INTO {}.{} ({}) {}",
+            self.database,
+            table.name(),
+            table.columns(),
+            crate::schema::deduplication_settings(token)
+        );
         self.with_chdb(|chdb| chdb.insert(&insert, "RowBinary", data))
     }
 }

@@ -125,11 +125,54 @@ pub fn statements(database: &str, retention: Duration) -> Vec<String> {
         format!("ALTER TABLE {database}.samples MODIFY TTL toDateTime(time) + toIntervalSecond({ttl_seconds}) SETTINGS materialize_ttl_after_modify = 0"),
         format!("ALTER TABLE {database}.scrapes MODIFY TTL toDateTime(time) + toIntervalSecond({ttl_seconds}) SETTINGS materialize_ttl_after_modify = 0"),
         format!("ALTER TABLE {database}.samples_1m MODIFY TTL minute + toIntervalSecond({ttl_seconds}) SETTINGS materialize_ttl_after_modify = 0"),
+        // Inserts carry an `insert_deduplication_token` per batch (see `writer`); MergeTree
+        // tables that are not replicated honour it only with a deduplication window: the
+        // last DEDUPLICATION_WINDOW insert blocks are remembered, so a batch retried or
+        // replayed after a crash is stored once.
+        format!("ALTER TABLE {database}.samples MODIFY SETTING non_replicated_deduplication_window = {DEDUPLICATION_WINDOW}"),
+        format!("ALTER TABLE {database}.scrapes MODIFY SETTING non_replicated_deduplication_window = {DEDUPLICATION_WINDOW}"),
         format!(
             "INSERT INTO {database}.schema_version (version)
              SELECT {SCHEMA_VERSION} WHERE {SCHEMA_VERSION} NOT IN (SELECT version FROM {database}.schema_version)"
         ),
     ]
+}
+
+/// Insert blocks per table whose deduplication tokens are remembered (ClickHouse's
+/// `non_replicated_deduplication_window`). Only the batches in flight when a retry or a crash
+/// happened can come twice, far fewer than this.
+pub const DEDUPLICATION_WINDOW: u32 = 10_000;
+
+/// A token no other batch has: this process's id and start time (ns) and a counter. Without
+/// one, a table with a deduplication window drops a batch whose bytes equal a recent one's
+/// (ClickHouse deduplicates by block hash then).
+pub fn new_batch_token() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static STARTED: OnceLock<u128> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let started = STARTED.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_nanos())
+    });
+    format!(
+        "{:x}-{started:x}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The `SETTINGS` clause that makes an insert idempotent under `token` (a batch's identity:
+/// the same batch sent again is stored once, another batch with the same bytes is stored).
+/// Characters other than ASCII letters, digits, `-` and `_` are dropped from the token, so it
+/// needs no quoting.
+pub fn deduplication_settings(token: &str) -> String {
+    let token: String = token
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+        .collect();
+    format!("SETTINGS insert_deduplication_token = '{token}'")
 }
 
 /// Columns of `samples` in the order [`crate::rows::encode_samples`] writes them.

@@ -6,7 +6,10 @@
 //! the sink's own terms (the embedded store on the blocking pool). A failed flush whose error
 //! is retryable (network, server failure) is retried with exponential backoff (3 attempts,
 //! 200 ms doubling); then, or at once for data errors, the batch is counted as failed and
-//! dropped, so one bad batch cannot stall scraping. The seam for the on-disk spool of a later issue is
+//! dropped, so one bad batch cannot stall scraping. Every batch carries one
+//! `insert_deduplication_token` for all its attempts in both tables (`schema::new_batch_token`),
+//! so a retry after a lost answer stores it once, and two batches with the same bytes are both
+//! stored. The seam for the on-disk spool of a later issue is
 //! [`Sink`]: the batcher hands it finished batches.
 
 use std::future::Future;
@@ -25,8 +28,15 @@ use crate::schema::Table;
 
 /// Where finished batches go: the embedded store, a ClickHouse server, and next the spool.
 pub trait Sink: Send + Sync + 'static {
-    /// Writes RowBinary-encoded rows to `table`. Errors say whether a retry can help.
-    fn write(self: Arc<Self>, table: Table, data: Arc<Vec<u8>>) -> impl Future<Output = Result<u64, SinkError>> + Send;
+    /// Writes RowBinary-encoded rows to `table`, idempotently under `token` (the batch's
+    /// identity, sent as `insert_deduplication_token`: the same batch written twice is stored
+    /// once). Errors say whether a retry can help.
+    fn write(
+        self: Arc<Self>,
+        table: Table,
+        data: Arc<Vec<u8>>,
+        token: Arc<str>,
+    ) -> impl Future<Output = Result<u64, SinkError>> + Send;
 }
 
 /// A failed write.
@@ -39,8 +49,8 @@ pub struct SinkError {
 }
 
 impl Sink for EmbeddedStore {
-    async fn write(self: Arc<Self>, table: Table, data: Arc<Vec<u8>>) -> Result<u64, SinkError> {
-        tokio::task::spawn_blocking(move || self.insert_encoded(table, &data))
+    async fn write(self: Arc<Self>, table: Table, data: Arc<Vec<u8>>, token: Arc<str>) -> Result<u64, SinkError> {
+        tokio::task::spawn_blocking(move || self.insert_encoded(table, &data, &token))
             .await
             .map_err(|error| SinkError {
                 message: format!("writer task failed: {error}"),
@@ -55,11 +65,13 @@ impl Sink for EmbeddedStore {
 }
 
 impl Sink for ClickHouseStore {
-    async fn write(self: Arc<Self>, table: Table, data: Arc<Vec<u8>>) -> Result<u64, SinkError> {
-        self.insert_encoded(table, &data).await.map_err(|error| SinkError {
-            message: error.to_string(),
-            retryable: error.retryable,
-        })
+    async fn write(self: Arc<Self>, table: Table, data: Arc<Vec<u8>>, token: Arc<str>) -> Result<u64, SinkError> {
+        self.insert_encoded(table, &data, &token)
+            .await
+            .map_err(|error| SinkError {
+                message: error.to_string(),
+                retryable: error.retryable,
+            })
     }
 }
 
@@ -146,6 +158,8 @@ async fn flush<S: Sink>(sink: &Arc<S>, batch: Batch, stats: &Arc<WriterStats>) {
         return;
     }
     let started = Instant::now();
+    // One identity for the batch's attempts, in both tables.
+    let token: Arc<str> = crate::schema::new_batch_token().into();
     for (table, data, rows, written) in [
         (
             Table::Samples,
@@ -164,7 +178,7 @@ async fn flush<S: Sink>(sink: &Arc<S>, batch: Batch, stats: &Arc<WriterStats>) {
         let mut delay = Duration::from_millis(200);
         let mut attempt = 1;
         loop {
-            match sink.clone().write(table, data.clone()).await {
+            match sink.clone().write(table, data.clone(), token.clone()).await {
                 Ok(_) => {
                     written.fetch_add(rows, Ordering::Relaxed);
                     break;
@@ -206,7 +220,7 @@ mod tests {
     }
 
     impl Sink for Recorder {
-        async fn write(self: Arc<Self>, table: Table, data: Arc<Vec<u8>>) -> Result<u64, SinkError> {
+        async fn write(self: Arc<Self>, table: Table, data: Arc<Vec<u8>>, _token: Arc<str>) -> Result<u64, SinkError> {
             if self.failures.load(Ordering::SeqCst) > 0 {
                 self.failures.fetch_sub(1, Ordering::SeqCst);
                 return Err(SinkError {

@@ -196,7 +196,68 @@ async fn the_server_sink_writes_and_reads_through_the_http_interface() {
     );
     assert!(!error.retryable);
     let bad_rows = Arc::new(vec![1u8, 2, 3]);
-    let error = store.clone().write(Table::Scrapes, bad_rows).await.unwrap_err();
+    let error = store
+        .clone()
+        .write(Table::Scrapes, bad_rows, "bad".into())
+        .await
+        .unwrap_err();
     assert!(!error.message.is_empty());
+    a_batch_written_twice_under_its_token_is_stored_once(&store, &embedded, &data).await;
     let _ = std::fs::remove_dir_all(&data);
+}
+
+/// Exactly once across retries and replays: a batch written again under its token is stored
+/// once, through the server sink (`server`, database `over_http`) and by the embedded engine
+/// directly alike, and a different batch whose bytes are the same (another token) is stored
+/// too. (One chDB engine per process: this runs inside the test above, on its store.)
+async fn a_batch_written_twice_under_its_token_is_stored_once(
+    server: &Arc<ClickHouseStore>,
+    embedded: &EmbeddedStore,
+    data: &std::path::Path,
+) {
+    let mut samples = Vec::new();
+    epicenter_store::rows::encode_samples(&outcome(500, 30).rows, &mut samples);
+    let mut scrapes = Vec::new();
+    epicenter_store::rows::encode_scrapes(std::slice::from_ref(&outcome(500, 30).report), &mut scrapes);
+    let (samples, scrapes) = (Arc::new(samples), Arc::new(scrapes));
+    let count = |table: &str| {
+        let text = embedded
+            .query(
+                &format!("SELECT count() FROM over_http.{table} WHERE host = 'redis-500'"),
+                "TabSeparated",
+            )
+            .unwrap();
+        String::from_utf8(text).unwrap().trim_end().parse::<u64>().unwrap()
+    };
+    // Through the server sink: a retry after a lost answer, and a replay.
+    for _ in 0..3 {
+        server
+            .clone()
+            .write(Table::Samples, samples.clone(), "batch-a".into())
+            .await
+            .unwrap();
+        server
+            .clone()
+            .write(Table::Scrapes, scrapes.clone(), "batch-a".into())
+            .await
+            .unwrap();
+    }
+    assert_eq!((count("samples"), count("scrapes")), (30, 1));
+    // The same bytes as another batch: stored.
+    server
+        .clone()
+        .write(Table::Samples, samples.clone(), "batch-b".into())
+        .await
+        .unwrap();
+    assert_eq!(count("samples"), 60);
+    // The embedded engine directly: the same rules.
+    let direct = Arc::new(EmbeddedStore::open(data, "over_http").unwrap());
+    for _ in 0..2 {
+        direct
+            .clone()
+            .write(Table::Samples, samples.clone(), "batch-c".into())
+            .await
+            .unwrap();
+    }
+    assert_eq!(count("samples"), 90);
 }
