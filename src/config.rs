@@ -82,6 +82,12 @@ impl Config {
     }
 }
 
+/// Prints `error: <error>` and gives the configuration exit code (64).
+pub(crate) fn config_error(error: &str) -> ExitCode {
+    eprintln!("error: {error}");
+    ExitCode::from(EXIT_CONFIG)
+}
+
 /// Reads and validates a configuration file, printing every problem (exit 64).
 pub(crate) fn load(path: &Path) -> Result<(Config, Vec<Job>), ExitCode> {
     let source = path.display().to_string();

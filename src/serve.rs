@@ -26,7 +26,7 @@ use epicenter_store::{ScrapeOutcome, Store};
 use epicenter_web::{app, AppState, Telemetry, VerdictBook};
 use tokio::sync::{mpsc, watch};
 
-use crate::config::{Config, EXIT_CONFIG};
+use crate::config::{config_error, Config, EXIT_CONFIG};
 
 /// Scrape outcomes waiting between the targets and the observer, and between the observer
 /// and the writer.
@@ -63,10 +63,7 @@ pub(crate) async fn serve(
     let detector_rules = if config.detector.enabled {
         match config.detector.load_rules() {
             Ok(rules) => Some(rules),
-            Err(error) => {
-                eprintln!("error: {error}");
-                return ExitCode::from(EXIT_CONFIG);
-            }
+            Err(error) => return config_error(&error.to_string()),
         }
     } else {
         None
@@ -107,7 +104,10 @@ pub(crate) async fn serve(
         .local_addr()
         .map_or_else(|_| config.server.listen_address.clone(), |address| address.to_string());
     let mut server_shutdown = shutdown.clone();
-    let router = app(state.clone());
+    let router = match app(state.clone(), &config.server) {
+        Ok(router) => router,
+        Err(error) => return config_error(&error),
+    };
     let server = tokio::spawn(async move {
         let served = axum::serve(listener, router).with_graceful_shutdown(async move {
             let _ = server_shutdown.changed().await;

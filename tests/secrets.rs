@@ -14,7 +14,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{epicenter_log, free_port, get_text, require, start_epicenter_with, start_fleet, Guard};
+use common::{epicenter_log, free_port, get_text, get_with_headers, require, start_epicenter_with, start_fleet, Guard};
 
 const IN_CLICKHOUSE_URL: &str = "Userinfo-S3cret-7f3a";
 const IN_ENV: &str = "Env-S3cret-91c2";
@@ -133,6 +133,75 @@ fn check_config_and_a_failed_start_show_no_secret() {
             assert!(refused.contains(key), "{command:?} does not name {key}: {refused}");
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// With a bearer token configured, the API answers only requests that carry it; Prometheus's
+/// endpoints and the probes stay open; the token is in no response or log line; an empty
+/// token file refuses to start.
+#[test]
+fn a_bearer_token_guards_the_api_and_leaves_metrics_and_probes_open() {
+    if require(&[]).is_none() {
+        return;
+    }
+    const TOKEN: &str = "Bearer-S3cret-e61d";
+    let dir = folder("bearer");
+    std::fs::write(dir.join("token"), format!("{TOKEN}\n")).unwrap();
+    let mut guard = Guard::default();
+    let api = format!("127.0.0.1:{}", free_port());
+    let config = |token_file: &str| {
+        format!(
+            "server: {{listen_address: '{api}', bearer_token_file: '{}'}}\nscrape_configs: []\nstorage:\n  embedded: {{path: '{}'}}\n",
+            dir.join(token_file).display(),
+            dir.join("data").display()
+        )
+    };
+    start_epicenter_with(&dir, &api, &[("EPICENTER_LOG", "trace")], &config("token"), &mut guard);
+    let status = |response: &str| response.split(' ').nth(1).unwrap_or("").to_string();
+    for path in [
+        "/api/v1/targets",
+        "/api/v1/verdicts",
+        "/api/v1/graph",
+        "/api/v1/notifiers",
+    ] {
+        let without = get_text(&api, path);
+        assert_eq!(status(&without), "401", "{path}: {without}");
+        assert!(
+            without.to_ascii_lowercase().contains("www-authenticate: bearer"),
+            "{without}"
+        );
+        assert!(without.contains("no bearer token"), "{without}");
+        let wrong = get_with_headers(&api, path, "Authorization: Bearer Bearer-S3cret-e61e\r\n");
+        assert_eq!(status(&wrong), "401", "{path}: {wrong}");
+        assert!(wrong.contains("wrong bearer token"), "{wrong}");
+        let right = get_with_headers(&api, path, &format!("Authorization: Bearer {TOKEN}\r\n"));
+        assert_ne!(status(&right), "401", "{path}: {right}");
+        for response in [without, wrong, right] {
+            assert!(!response.contains(TOKEN), "{path} shows the token: {response}");
+        }
+    }
+    for path in ["/metrics", "/healthz", "/readyz"] {
+        let open = get_text(&api, path);
+        assert!(
+            status(&open) == "200" || (path == "/readyz" && status(&open) == "503"),
+            "{path}: {open}"
+        );
+    }
+    drop(guard);
+    let log = std::fs::read_to_string(dir.join("epicenter.log")).unwrap();
+    assert!(!log.contains(TOKEN), "the log shows the token");
+    // An empty token would let anyone in: refused at start.
+    std::fs::write(dir.join("empty"), "\n").unwrap();
+    let path = dir.join("empty.yml");
+    std::fs::write(&path, config("empty")).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["run", "--for", "2s", "--config"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("server.bearer_token: the token is empty"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -175,6 +175,37 @@ impl Secret {
     }
 }
 
+/// Where a secret is read from: the config keys that name an environment variable and a
+/// file (`storage.clickhouse.password_env`, `…password_file`), and their values.
+#[derive(Debug, Clone, Copy)]
+pub struct SecretSource<'a> {
+    /// Key path of the environment variable's name, for errors.
+    pub env_key: &'a str,
+    /// The environment variable, if set in the config.
+    pub env: Option<&'a str>,
+    /// Key path of the file's name, for errors.
+    pub file_key: &'a str,
+    /// The file, if set in the config.
+    pub file: Option<&'a std::path::Path>,
+}
+
+/// Reads a secret at start-up from the environment variable or the file `source` names
+/// (trailing newline ignored), whichever is set; `Ok(None)` when neither is. Errors name the
+/// key and the variable or file, never the value.
+pub fn read_secret(source: SecretSource<'_>) -> Result<Option<Secret>, String> {
+    if let Some(variable) = source.env {
+        return std::env::var(variable)
+            .map(|value| Some(Secret::new(value)))
+            .map_err(|_| format!("{}: environment variable {variable} is not set", source.env_key));
+    }
+    if let Some(path) = source.file {
+        return std::fs::read_to_string(path)
+            .map(|text| Some(Secret::new(text.trim_end_matches(['\n', '\r']).to_string())))
+            .map_err(|error| format!("{}: cannot read {}: {error}", source.file_key, path.display()));
+    }
+    Ok(None)
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(<redacted>)")

@@ -164,22 +164,12 @@ impl ClickHouseConfig {
     /// in a `problems` check). `Ok(None)` when neither is set. Errors name the key, never the
     /// value.
     pub fn password(&self) -> Result<Option<Secret>, String> {
-        if let Some(variable) = &self.password_env {
-            return std::env::var(variable)
-                .map(|value| Some(Secret::new(value)))
-                .map_err(|_| format!("storage.clickhouse.password_env: environment variable {variable} is not set"));
-        }
-        if let Some(path) = &self.password_file {
-            return std::fs::read_to_string(path)
-                .map(|text| Some(Secret::new(text.trim_end_matches(['\n', '\r']).to_string())))
-                .map_err(|error| {
-                    format!(
-                        "storage.clickhouse.password_file: cannot read {}: {error}",
-                        path.display()
-                    )
-                });
-        }
-        Ok(None)
+        epicenter_config::read_secret(epicenter_config::SecretSource {
+            env_key: "storage.clickhouse.password_env",
+            env: self.password_env.as_deref(),
+            file_key: "storage.clickhouse.password_file",
+            file: self.password_file.as_deref(),
+        })
     }
 }
 

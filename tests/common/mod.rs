@@ -185,13 +185,18 @@ fn receive_one(mut stream: std::net::TcpStream, store: &Mutex<Vec<serde_json::Va
 /// GET `path` from `server` (host:port): the whole response (status line, headers, body),
 /// empty when the connection fails.
 pub(crate) fn get_text(server: &str, path: &str) -> String {
+    get_with_headers(server, path, "")
+}
+
+/// [`get_text`] with extra request header lines (`headers` ends each with `\r\n`).
+pub(crate) fn get_with_headers(server: &str, path: &str, headers: &str) -> String {
     let Ok(mut stream) = std::net::TcpStream::connect(server) else {
         return String::new();
     };
     let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
     let _ = write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {server}\r\n{headers}Connection: close\r\n\r\n"
     );
     let mut response = String::new();
     let _ = stream.read_to_string(&mut response);

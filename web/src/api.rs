@@ -85,17 +85,61 @@ pub struct VerdictBook {
 }
 
 /// The router: `/metrics`, `/healthz`, `/readyz`, `/api/v1/targets`, `/api/v1/verdicts`,
-/// `/api/v1/graph`, `/api/v1/notifiers`.
-pub fn app(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(ready))
+/// `/api/v1/graph`, `/api/v1/notifiers`. With a bearer token configured
+/// (`server.bearer_token_env` or `…_file`, read here), the `/api/v1/` endpoints answer 401
+/// without `Authorization: Bearer <token>` (RFC 6750); `/metrics`, `/healthz` and `/readyz`
+/// stay open for Prometheus and probes. Errors: the token cannot be read (names the key).
+pub fn app(state: Arc<AppState>, server: &crate::config::ServerConfig) -> Result<Router, String> {
+    let mut api = Router::new()
         .route("/api/v1/targets", get(targets))
         .route("/api/v1/verdicts", get(verdicts))
         .route("/api/v1/graph", get(graph))
-        .route("/api/v1/notifiers", get(notifiers))
-        .with_state(state)
+        .route("/api/v1/notifiers", get(notifiers));
+    if let Some(token) = server.bearer_token()? {
+        let token = Arc::new(token);
+        api = api.layer(axum::middleware::from_fn(move |request, next| {
+            require_bearer(token.clone(), request, next)
+        }));
+    }
+    Ok(Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready))
+        .merge(api)
+        .with_state(state))
+}
+
+/// Passes a request on only with `Authorization: Bearer <token>`, compared in constant time;
+/// otherwise 401 with `WWW-Authenticate: Bearer` and the API's error envelope.
+async fn require_bearer(
+    token: Arc<epicenter_config::Secret>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .unwrap_or("");
+    let expected = token.expose().as_bytes();
+    let differs =
+        given.len() != expected.len() || given.bytes().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b)) != 0;
+    if differs {
+        let reason = if given.is_empty() {
+            "no bearer token"
+        } else {
+            "wrong bearer token"
+        };
+        let body = serde_json::json!({"status": "error", "errorType": "unauthorized", "error": format!("{reason}: this endpoint needs Authorization: Bearer <token> (server.bearer_token_env or bearer_token_file)")});
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            Json(body),
+        )
+            .into_response();
+    }
+    next.run(request).await
 }
 
 /// `/api/v1/graph`: the instance dependency graph as JSON (`{"status", "data": {"nodes",

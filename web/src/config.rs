@@ -12,12 +12,22 @@ pub struct ServerConfig {
     /// to expose it).
     #[serde(default = "default_listen_address")]
     pub listen_address: String,
+    /// Environment variable holding a bearer token. When set (or `bearer_token_file` is),
+    /// every endpoint but `/healthz`, `/readyz` and `/metrics` needs
+    /// `Authorization: Bearer <token>` (RFC 6750).
+    #[serde(default)]
+    pub bearer_token_env: Option<String>,
+    /// File holding the bearer token (trailing newline ignored).
+    #[serde(default)]
+    pub bearer_token_file: Option<std::path::PathBuf>,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             listen_address: default_listen_address(),
+            bearer_token_env: None,
+            bearer_token_file: None,
         }
     }
 }
@@ -27,8 +37,28 @@ fn default_listen_address() -> String {
 }
 
 impl ServerConfig {
-    /// Records a `listen_address` that is not `ip:port`.
+    /// Reads the bearer token (I/O: call at start-up). `Ok(None)` when none is configured.
+    /// Errors name the key and the variable or file, never the value.
+    pub fn bearer_token(&self) -> Result<Option<epicenter_config::Secret>, String> {
+        let token = epicenter_config::read_secret(epicenter_config::SecretSource {
+            env_key: "server.bearer_token_env",
+            env: self.bearer_token_env.as_deref(),
+            file_key: "server.bearer_token_file",
+            file: self.bearer_token_file.as_deref(),
+        })?;
+        match token {
+            Some(token) if token.expose().trim().is_empty() => {
+                Err("server.bearer_token: the token is empty (an empty token would let anyone in)".to_string())
+            }
+            token => Ok(token),
+        }
+    }
+
+    /// Records a `listen_address` that is not `ip:port`, and both token sources set.
     pub fn problems(&self, problems: &mut Problems) {
+        if self.bearer_token_env.is_some() && self.bearer_token_file.is_some() {
+            problems.push("server", "set either bearer_token_env or bearer_token_file, not both");
+        }
         if self.listen_address.parse::<std::net::SocketAddr>().is_err() {
             problems.push(
                 "server.listen_address",
