@@ -150,11 +150,8 @@ impl ClickHouseStore {
             return Ok(0);
         }
         let sql = format!(
-            "INSERT INTO {}.{} ({}) {} FORMAT RowBinary",
-            self.database,
-            table.name(),
-            table.columns(),
-            crate::schema::deduplication_settings(token)
+            "{} FORMAT RowBinary",
+            crate::schema::insert_statement(&self.database, table, token)
         );
         let mut insert = self.client.insert_formatted_with(sql);
         insert
@@ -191,20 +188,25 @@ mod tests {
             }
             request_lines
         });
-        let config = ClickHouseConfig {
-            url,
-            database: "epicenter".into(),
-            user: "default".into(),
-            password_env: None,
-            password_file: None,
-            tls: None,
-        };
-        let store = ClickHouseStore::new(&config, None);
+        let store = ClickHouseStore::new(&config(url, "default"), None);
         assert_eq!(store.query_read_only("SELECT 1", "TabSeparated").await.unwrap(), b"1\n");
         assert_eq!(store.query("SELECT 1", "TabSeparated").await.unwrap(), b"1\n");
         let lines = server.await.unwrap();
         assert!(lines[0].contains("readonly=1"), "{lines:?}");
         assert!(!lines[1].contains("readonly"), "{lines:?}");
+    }
+
+    /// A server config for `url` and `user`, database `epicenter` (the password is passed on
+    /// its own, as read at start-up).
+    fn config(url: String, user: &str) -> ClickHouseConfig {
+        ClickHouseConfig {
+            url,
+            database: "epicenter".into(),
+            user: user.into(),
+            password_env: None,
+            password_file: None,
+            tls: None,
+        }
     }
 
     /// One request to a server that records it and answers `1`; returns the request's text.
@@ -224,15 +226,8 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let server = tokio::spawn(one_request(listener));
-        let config = ClickHouseConfig {
-            url: format!("http://reader:p%40ss-w0rd@{address}"),
-            database: "epicenter".into(),
-            user: "default".into(),
-            password_env: None,
-            password_file: None,
-            tls: None,
-        };
-        let store = ClickHouseStore::new(&config, Some(Secret::new("from-env".into())));
+        let url = format!("http://reader:p%40ss-w0rd@{address}");
+        let store = ClickHouseStore::new(&config(url, "default"), Some(Secret::new("from-env".into())));
         assert_eq!(store.query("SELECT 1", "TabSeparated").await.unwrap(), b"1\n");
         let request = server.await.unwrap().to_ascii_lowercase();
         assert!(request.contains("x-clickhouse-user: reader\r\n"), "{request}");
@@ -257,15 +252,10 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let server = tokio::spawn(one_request(listener));
-        let config = ClickHouseConfig {
-            url: format!("http://{address}"),
-            database: "epicenter".into(),
-            user: "writer".into(),
-            password_env: Some("X".into()),
-            password_file: None,
-            tls: None,
-        };
-        let store = ClickHouseStore::new(&config, Some(Secret::new("from-env".into())));
+        let store = ClickHouseStore::new(
+            &config(format!("http://{address}"), "writer"),
+            Some(Secret::new("from-env".into())),
+        );
         assert_eq!(store.query("SELECT 1", "TabSeparated").await.unwrap(), b"1\n");
         let request = server.await.unwrap().to_ascii_lowercase();
         assert!(request.contains("x-clickhouse-user: writer\r\n"), "{request}");

@@ -106,13 +106,7 @@ impl EmbeddedStore {
         if data.is_empty() {
             return Ok(0);
         }
-        let insert = format!(
-            "INSERT INTO {}.{} ({}) {}",
-            self.database,
-            table.name(),
-            table.columns(),
-            crate::schema::deduplication_settings(token)
-        );
+        let insert = crate::schema::insert_statement(&self.database, table, token);
         self.with_chdb(|chdb| chdb.insert(&insert, "RowBinary", data))
     }
 }

@@ -163,16 +163,21 @@ pub fn new_batch_token() -> String {
     )
 }
 
-/// The `SETTINGS` clause that makes an insert idempotent under `token` (a batch's identity:
-/// the same batch sent again is stored once, another batch with the same bytes is stored).
+/// `INSERT INTO <database>.<table> (<columns>) SETTINGS insert_deduplication_token = '…'`
+/// (no FORMAT clause): an insert that is idempotent under `token`, a batch's identity (the
+/// same batch sent again is stored once, another batch with the same bytes is stored).
 /// Characters other than ASCII letters, digits, `-` and `_` are dropped from the token, so it
 /// needs no quoting.
-pub fn deduplication_settings(token: &str) -> String {
+pub fn insert_statement(database: &str, table: Table, token: &str) -> String {
     let token: String = token
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
         .collect();
-    format!("SETTINGS insert_deduplication_token = '{token}'")
+    format!(
+        "INSERT INTO {database}.{} ({}) SETTINGS insert_deduplication_token = '{token}'",
+        table.name(),
+        table.columns()
+    )
 }
 
 /// Columns of `samples` in the order [`crate::rows::encode_samples`] writes them.
