@@ -21,7 +21,8 @@ use epicenter_collector::scrape::{ScrapeContext, Scraper};
 use epicenter_collector::targets::{targets_for_job, TargetRegistry};
 use epicenter_detector::live::{self, Batch, Round};
 use epicenter_oncall::Notifiers;
-use epicenter_store::writer::{run_writer, WriterStats};
+use epicenter_store::spool::Spool;
+use epicenter_store::writer::WriterStats;
 use epicenter_store::{ScrapeOutcome, Store};
 use epicenter_web::{app, AppState, Telemetry, VerdictBook};
 use tokio::sync::{mpsc, watch};
@@ -116,10 +117,15 @@ pub(crate) async fn serve(
             tracing::error!(%error, "own HTTP server stopped");
         }
     });
-    let writer = match &store {
-        Store::Embedded(sink) => tokio::spawn(run_writer(sink.clone(), config.batching.clone(), inbox, stats.clone())),
-        Store::Server(sink) => tokio::spawn(run_writer(sink.clone(), config.batching.clone(), inbox, stats.clone())),
+    let spool = match config.storage.spool.as_ref().map(Spool::open).transpose() {
+        Ok(spool) => spool,
+        Err(error) => return config_error(&format!("storage.spool: {error}")),
     };
+    let writer = tokio::spawn(
+        store
+            .clone()
+            .run_writer(config.batching.clone(), inbox, stats.clone(), spool),
+    );
     // The detector reads what a signal rule names, beside the writer.
     let (to_detector, detector_inbox) = mpsc::channel::<Batch>(DETECTOR_QUEUE);
     let rule_metrics = detector_rules.as_deref().map(live::rule_metrics).unwrap_or_default();

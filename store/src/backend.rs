@@ -45,6 +45,24 @@ impl fmt::Display for OpenError {
 impl std::error::Error for OpenError {}
 
 impl Store {
+    /// Runs the writer into this store until `inbox` closes ([`crate::writer::run_writer`],
+    /// or [`crate::writer::run_spooled_writer`] through `spool` when one is given).
+    pub async fn run_writer(
+        self,
+        limits: crate::config::BatchingConfig,
+        inbox: tokio::sync::mpsc::Receiver<crate::rows::ScrapeOutcome>,
+        stats: Arc<crate::writer::WriterStats>,
+        spool: Option<crate::spool::Spool>,
+    ) {
+        use crate::writer::{run_spooled_writer, run_writer};
+        match (self, spool) {
+            (Store::Embedded(sink), Some(spool)) => run_spooled_writer(sink, limits, inbox, stats, spool).await,
+            (Store::Server(sink), Some(spool)) => run_spooled_writer(sink, limits, inbox, stats, spool).await,
+            (Store::Embedded(sink), None) => run_writer(sink, limits, inbox, stats).await,
+            (Store::Server(sink), None) => run_writer(sink, limits, inbox, stats).await,
+        }
+    }
+
     /// Opens the store `config` names and creates the schema (idempotent); a server is
     /// reached through `runtime`. The embedded store is created when missing.
     pub fn open(config: &StorageConfig, runtime: &tokio::runtime::Runtime) -> Result<Store, OpenError> {

@@ -24,6 +24,10 @@ pub struct StorageConfig {
     /// How long samples are kept (table TTL). Default `30d`.
     #[serde(default)]
     pub retention: Option<PromDuration>,
+    /// The on-disk spool every batch goes through before it is sent (`crate::spool`). None
+    /// (the default): batches go straight to the store, 3 attempts each.
+    #[serde(default)]
+    pub spool: Option<crate::spool::SpoolConfig>,
 }
 
 impl StorageConfig {
@@ -45,6 +49,9 @@ impl StorageConfig {
     pub fn problems(&self, problems: &mut Problems) {
         if self.embedded.is_some() && self.clickhouse.is_some() {
             problems.push("storage", "set either embedded or clickhouse, not both");
+        }
+        if let Some(spool) = &self.spool {
+            spool.problems(problems);
         }
         let Some(clickhouse) = &self.clickhouse else {
             return;

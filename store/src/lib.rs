@@ -25,6 +25,7 @@ pub mod http;
 pub mod rowbinary;
 pub mod rows;
 pub mod schema;
+pub mod spool;
 pub mod writer;
 
 pub use backend::{OpenError, Store, EMBEDDED_DATABASE};

@@ -4,13 +4,14 @@
 //! batch is flushed when it reaches `batching.max_rows` or `batching.max_bytes`, when its
 //! oldest row is `batching.max_age` old, and when the inbox closes (shutdown). A flush runs on
 //! the sink's own terms (the embedded store on the blocking pool). A failed flush whose error
-//! is retryable (network, server failure) is retried with exponential backoff (3 attempts,
+//! is retryable (network, server failure) is retried with exponential backoff (without a spool: 3 attempts,
 //! 200 ms doubling); then, or at once for data errors, the batch is counted as failed and
 //! dropped, so one bad batch cannot stall scraping. Every batch carries one
 //! `insert_deduplication_token` for all its attempts in both tables (`schema::new_batch_token`),
 //! so a retry after a lost answer stores it once, and two batches with the same bytes are both
-//! stored. The seam for the on-disk spool of a later issue is
-//! [`Sink`]: the batcher hands it finished batches.
+//! stored. [`run_spooled_writer`] puts the on-disk
+//! spool (`crate::spool`) between the batcher and the [`Sink`]: batches go to disk first and
+//! are retried for as long as the spool holds them.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,6 +26,7 @@ use crate::config::BatchingConfig;
 use crate::embedded::EmbeddedStore;
 use crate::rows::{self, ScrapeOutcome};
 use crate::schema::Table;
+use crate::spool::{Spool, SpooledBatch};
 
 /// Where finished batches go: the embedded store, a ClickHouse server, and next the spool.
 pub trait Sink: Send + Sync + 'static {
@@ -88,6 +90,9 @@ pub struct WriterStats {
     pub sample_rows_failed: AtomicU64,
     /// Batches flushed.
     pub batches_flushed: AtomicU64,
+    /// Sample rows the spool dropped to stay under `storage.spool.max_size`, or could not
+    /// take (disk full).
+    pub spool_dropped_rows: AtomicU64,
 }
 
 /// A batch being filled.
@@ -201,6 +206,224 @@ async fn flush<S: Sink>(sink: &Arc<S>, batch: Batch, stats: &Arc<WriterStats>) {
     }
     stats.batches_flushed.fetch_add(1, Ordering::Relaxed);
     tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, "batch flushed");
+}
+
+/// How long one insert may take before it is abandoned and tried again (spooled writer).
+pub const INSERT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a spooled writer that is stopping keeps trying to deliver what the spool holds;
+/// what is left then is delivered at the next start.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// [`run_writer`] with the spool (`storage.spool`): each finished batch goes to disk first
+/// ([`Spool::append`]; scraping never waits for the store), and a delivery task sends the
+/// spool's batches in order, each under its spool token (stored once however often it is
+/// sent), retrying a retryable failure with exponential backoff and jitter (200 ms doubling
+/// to 10 s) for as long as the spool holds it; every insert has [`INSERT_TIMEOUT`]. A batch
+/// leaves the spool when both its inserts succeeded, or when the store refused it as bad data
+/// (counted failed). When `inbox` closes, the last batch is spooled and delivery goes on for
+/// at most [`DRAIN_TIMEOUT`].
+pub async fn run_spooled_writer<S: Sink>(
+    sink: Arc<S>,
+    limits: BatchingConfig,
+    mut inbox: mpsc::Receiver<ScrapeOutcome>,
+    stats: Arc<WriterStats>,
+    spool: Spool,
+) {
+    let spool = Arc::new(std::sync::Mutex::new(spool));
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let (closing, closed) = tokio::sync::watch::channel(false);
+    let delivery = tokio::spawn(deliver(sink, spool.clone(), wake.clone(), closed, stats.clone()));
+    let mut batch = Batch::default();
+    loop {
+        let deadline = batch.oldest.map(|oldest| oldest + limits.max_age.0);
+        let open = tokio::select! {
+            received = inbox.recv() => match received {
+                Some(outcome) => {
+                    batch.add(&outcome);
+                    true
+                }
+                None => false,
+            },
+            _ = sleep_until_or_forever(deadline) => true,
+        };
+        let due = !open || batch.is_full(&limits) || deadline.is_some_and(|deadline| Instant::now() >= deadline);
+        if due && batch.sample_rows + batch.scrape_rows > 0 {
+            spool_batch(&spool, std::mem::take(&mut batch), &stats).await;
+            wake.notify_one();
+        }
+        if !open {
+            break;
+        }
+    }
+    let _ = closing.send(true);
+    wake.notify_one();
+    let _ = delivery.await;
+}
+
+/// Appends `batch` to the spool on the blocking pool; counts and logs what the spool drops.
+async fn spool_batch(spool: &Arc<std::sync::Mutex<Spool>>, batch: Batch, stats: &WriterStats) {
+    let rows = batch.sample_rows;
+    let mut spooled = SpooledBatch {
+        sequence: 0,
+        sample_rows: batch.sample_rows,
+        samples: batch.samples,
+        scrape_rows: batch.scrape_rows,
+        scrapes: batch.scrapes,
+    };
+    let spool = spool.clone();
+    let appended = tokio::task::spawn_blocking(move || match spool.lock() {
+        Ok(mut spool) => spool.append(&mut spooled).map_err(|error| error.to_string()),
+        Err(_) => Err("the spool's lock is poisoned".to_string()),
+    })
+    .await
+    .unwrap_or_else(|error| Err(format!("spool task failed: {error}")));
+    match appended {
+        Ok(dropped) => {
+            for (sequence, dropped_rows) in dropped {
+                stats.spool_dropped_rows.fetch_add(dropped_rows, Ordering::Relaxed);
+                tracing::error!(
+                    sequence,
+                    rows = dropped_rows,
+                    "spool full (storage.spool.max_size): its oldest batch was dropped"
+                );
+            }
+        }
+        Err(error) => {
+            stats.spool_dropped_rows.fetch_add(rows, Ordering::Relaxed);
+            stats.sample_rows_failed.fetch_add(rows, Ordering::Relaxed);
+            tracing::error!(%error, rows, "cannot spool the batch (disk full?): it is dropped");
+        }
+    }
+}
+
+/// Runs `operation` on the locked spool on the blocking pool.
+async fn with_spool<T: Send + 'static>(
+    spool: &Arc<std::sync::Mutex<Spool>>,
+    operation: impl FnOnce(&mut Spool) -> T + Send + 'static,
+) -> Option<T> {
+    let spool = spool.clone();
+    tokio::task::spawn_blocking(move || spool.lock().ok().map(|mut spool| operation(&mut spool)))
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The delivery task of [`run_spooled_writer`].
+async fn deliver<S: Sink>(
+    sink: Arc<S>,
+    spool: Arc<std::sync::Mutex<Spool>>,
+    wake: Arc<tokio::sync::Notify>,
+    mut closed: tokio::sync::watch::Receiver<bool>,
+    stats: Arc<WriterStats>,
+) {
+    let mut give_up_at: Option<Instant> = None;
+    loop {
+        let oldest = |spool: &mut Spool| {
+            let batch = spool.oldest()?;
+            let token = batch
+                .as_ref()
+                .map(|batch| spool.token(batch.sequence))
+                .unwrap_or_default();
+            Some((batch, token))
+        };
+        let Some(next) = with_spool(&spool, oldest).await else {
+            return;
+        };
+        let batch = match next {
+            None if *closed.borrow() => return,
+            None => {
+                tokio::select! {
+                    _ = wake.notified() => {}
+                    _ = closed.changed() => {}
+                }
+                continue;
+            }
+            Some((Err(error), _)) => {
+                tracing::error!(%error, "a spooled batch is damaged: set aside as .corrupt, not sent");
+                continue;
+            }
+            Some((Ok(batch), token)) => (batch, token),
+        };
+        let (batch, token) = batch;
+        let token: Arc<str> = token.into();
+        let parts = [
+            (
+                Table::Samples,
+                batch.samples,
+                batch.sample_rows,
+                &stats.sample_rows_written,
+            ),
+            (
+                Table::Scrapes,
+                batch.scrapes,
+                batch.scrape_rows,
+                &stats.scrape_rows_written,
+            ),
+        ];
+        for (table, data, rows, written) in parts {
+            if rows == 0 {
+                continue;
+            }
+            let data = Arc::new(data);
+            let mut delay = Duration::from_millis(200);
+            let mut attempt = 1u64;
+            loop {
+                let result =
+                    tokio::time::timeout(INSERT_TIMEOUT, sink.clone().write(table, data.clone(), token.clone()))
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(SinkError {
+                                message: format!("insert timed out after {} s", INSERT_TIMEOUT.as_secs()),
+                                retryable: true,
+                            })
+                        });
+                match result {
+                    Ok(_) => {
+                        written.fetch_add(rows, Ordering::Relaxed);
+                        if attempt > 1 {
+                            tracing::info!(
+                                ?table,
+                                attempt,
+                                sequence = batch.sequence,
+                                "spooled batch delivered after retries"
+                            );
+                        }
+                        break;
+                    }
+                    Err(error) if !error.retryable => {
+                        tracing::error!(?table, rows, sequence = batch.sequence, error = %error.message, "the store refused a spooled batch; it is dropped");
+                        if table == Table::Samples {
+                            stats.sample_rows_failed.fetch_add(rows, Ordering::Relaxed);
+                        }
+                        break;
+                    }
+                    Err(error) => {
+                        if *closed.borrow()
+                            && Instant::now() >= *give_up_at.get_or_insert_with(|| Instant::now() + DRAIN_TIMEOUT)
+                        {
+                            tracing::warn!(
+                                sequence = batch.sequence,
+                                "stopping with batches still spooled: they are sent at the next start"
+                            );
+                            return;
+                        }
+                        // The first failure, then one line in ten: an outage is not a flood.
+                        if attempt == 1 || attempt % 10 == 0 {
+                            tracing::warn!(?table, attempt, sequence = batch.sequence, error = %error.message, "insert failed; the batch stays spooled and is retried");
+                        }
+                        let jitter = rand::random_range(0.0..0.5);
+                        tokio::time::sleep(delay.mul_f64(1.0 + jitter)).await;
+                        delay = (delay * 2).min(Duration::from_secs(10));
+                        attempt += 1;
+                    }
+                }
+            }
+        }
+        stats.batches_flushed.fetch_add(1, Ordering::Relaxed);
+        let sequence = batch.sequence;
+        with_spool(&spool, move |spool| spool.remove(sequence)).await;
+    }
 }
 
 #[cfg(test)]

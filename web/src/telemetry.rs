@@ -131,16 +131,20 @@ struct WriterCollector {
 }
 
 /// (name, help) of the writer counters.
-const WRITER_COUNTERS: [(&str, &str); 3] = [
+const WRITER_COUNTERS: [(&str, &str); 4] = [
     (
         "epicenter_sink_rows_written_total",
         "Rows written to the store, by table.",
     ),
     (
         "epicenter_sink_rows_failed_total",
-        "Sample rows dropped after 3 failed flush attempts.",
+        "Sample rows dropped: after 3 failed flush attempts (no spool), or refused by the store as bad data.",
     ),
     ("epicenter_writer_batches_flushed_total", "Batches the writer flushed."),
+    (
+        "epicenter_spool_dropped_rows_total",
+        "Sample rows the spool dropped: its oldest batches past storage.spool.max_size, or batches it could not write (disk full).",
+    ),
 ];
 
 impl WriterCollector {
@@ -208,6 +212,11 @@ impl Collector for WriterCollector {
                 WRITER_COUNTERS[2].0,
                 WRITER_COUNTERS[2].1,
                 &[(None, stats.batches_flushed.load(Ordering::Relaxed))],
+            ),
+            counter_family(
+                WRITER_COUNTERS[3].0,
+                WRITER_COUNTERS[3].1,
+                &[(None, stats.spool_dropped_rows.load(Ordering::Relaxed))],
             ),
         ]
     }

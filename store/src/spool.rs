@@ -1,0 +1,360 @@
+//! The on-disk spool: every batch the writer accepts is on disk before it is sent, and stays
+//! there until the store has acknowledged both its inserts, so a ClickHouse outage or a
+//! `kill -9` of epicenter loses nothing that was accepted.
+//!
+//! Layout (`storage.spool.path`): one file per batch, `<sequence>.batch` (20 digits, so name
+//! order is arrival order), written as `<sequence>.tmp`, synced (`fsync: true`, the
+//! default), then renamed, so a crash leaves either a whole record or none; `spool.id` holds
+//! the spool's identity, which with the sequence makes each batch's
+//! `insert_deduplication_token`: a batch replayed after a crash is stored once. A record is
+//! `EPSPOOL1`, the CRC-32 of the rest, then the sample and scrape row counts and byte lengths
+//! (little-endian u64) and the two RowBinary payloads. A record whose checksum fails is set
+//! aside as `<sequence>.corrupt` with a log line, never sent.
+//!
+//! The spool is bounded by `max_size` bytes: past it, the oldest batches are dropped, each
+//! with a log line and counted (`epicenter_spool_dropped_rows_total`), never silently.
+//! Blocking file I/O: call it from the blocking pool.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use epicenter_config::{ByteSize, Problems};
+use serde::Deserialize;
+
+/// `storage.spool`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpoolConfig {
+    /// Directory of the spool (created if missing). Required.
+    pub path: PathBuf,
+    /// Most bytes the spool holds; past it the oldest batches are dropped. Default `1GiB`.
+    #[serde(default = "default_max_size")]
+    pub max_size: ByteSize,
+    /// Sync each batch (and the directory) to disk before it counts as accepted. Default
+    /// true; false trades the last seconds before a power loss for less disk work.
+    #[serde(default = "default_true")]
+    pub fsync: bool,
+}
+
+fn default_max_size() -> ByteSize {
+    ByteSize(1 << 30)
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl SpoolConfig {
+    /// Records a zero `max_size` (key `storage.spool.max_size`).
+    pub fn problems(&self, problems: &mut Problems) {
+        if self.max_size.0 == 0 {
+            problems.push("storage.spool.max_size", "must be greater than 0");
+        }
+    }
+}
+
+/// One batch as spooled: RowBinary rows for `samples` and `scrapes`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SpooledBatch {
+    /// Position in the spool (arrival order).
+    pub sequence: u64,
+    /// Sample rows in `samples`.
+    pub sample_rows: u64,
+    /// RowBinary of the sample rows.
+    pub samples: Vec<u8>,
+    /// Scrape rows in `scrapes`.
+    pub scrape_rows: u64,
+    /// RowBinary of the scrape rows.
+    pub scrapes: Vec<u8>,
+}
+
+const MAGIC: &[u8; 8] = b"EPSPOOL1";
+const HEADER: usize = 8 + 4 + 32;
+
+/// An open spool directory.
+#[derive(Debug)]
+pub struct Spool {
+    dir: PathBuf,
+    id: String,
+    fsync: bool,
+    max_size: u64,
+    /// Sequences on disk, oldest first, with their file sizes.
+    queued: std::collections::VecDeque<(u64, u64)>,
+    bytes: u64,
+    next: u64,
+}
+
+/// A spool failure, naming the file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("spool {path}: {message}")]
+pub struct SpoolError {
+    /// The file or directory.
+    pub path: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+fn error_at(path: &Path, error: impl std::fmt::Display) -> SpoolError {
+    SpoolError {
+        path: path.display().to_string(),
+        message: error.to_string(),
+    }
+}
+
+impl Spool {
+    /// Opens (creating) the spool in `config.path` and lists the batches it holds from an
+    /// earlier run, which come first. Leftover `.tmp` files (a crash mid-write) are removed.
+    pub fn open(config: &SpoolConfig) -> Result<Spool, SpoolError> {
+        let dir = config.path.clone();
+        fs::create_dir_all(&dir).map_err(|error| error_at(&dir, error))?;
+        let id_path = dir.join("spool.id");
+        let id = match fs::read_to_string(&id_path) {
+            Ok(text) => text.trim().to_string(),
+            Err(_) => {
+                let id = crate::schema::new_batch_token().replace('-', "");
+                fs::write(&id_path, format!("{id}\n")).map_err(|error| error_at(&id_path, error))?;
+                id
+            }
+        };
+        let mut queued = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(|error| error_at(&dir, error))? {
+            let entry = entry.map_err(|error| error_at(&dir, error))?;
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".tmp") {
+                let _ = fs::remove_file(&path);
+            } else if let Some(sequence) = name.strip_suffix(".batch").and_then(|stem| stem.parse::<u64>().ok()) {
+                let size = entry.metadata().map_or(0, |metadata| metadata.len());
+                queued.push((sequence, size));
+            }
+        }
+        queued.sort_unstable();
+        let next = queued.last().map_or(0, |(sequence, _)| sequence + 1);
+        let bytes = queued.iter().map(|(_, size)| size).sum();
+        Ok(Spool {
+            dir,
+            id,
+            fsync: config.fsync,
+            max_size: config.max_size.0,
+            queued: queued.into(),
+            bytes,
+            next,
+        })
+    }
+
+    /// The `insert_deduplication_token` of batch `sequence`: the same across restarts.
+    pub fn token(&self, sequence: u64) -> String {
+        format!("spool-{}-{sequence}", self.id)
+    }
+
+    /// Batches waiting, and their bytes on disk.
+    pub fn backlog(&self) -> (u64, u64) {
+        (self.queued.len() as u64, self.bytes)
+    }
+
+    fn file(&self, sequence: u64, extension: &str) -> PathBuf {
+        self.dir.join(format!("{sequence:020}.{extension}"))
+    }
+
+    /// Appends a batch (it gets the next sequence) and returns the sample rows of batches
+    /// dropped to stay under `max_size` (oldest first; the new batch is kept even if it
+    /// alone is larger). Errors (disk full, permissions) leave the spool as it was.
+    pub fn append(&mut self, batch: &mut SpooledBatch) -> Result<Vec<(u64, u64)>, SpoolError> {
+        batch.sequence = self.next;
+        let mut record = Vec::with_capacity(HEADER + batch.samples.len() + batch.scrapes.len());
+        record.extend_from_slice(MAGIC);
+        record.extend_from_slice(&[0; 4]);
+        for number in [
+            batch.sample_rows,
+            batch.samples.len() as u64,
+            batch.scrape_rows,
+            batch.scrapes.len() as u64,
+        ] {
+            record.extend_from_slice(&number.to_le_bytes());
+        }
+        record.extend_from_slice(&batch.samples);
+        record.extend_from_slice(&batch.scrapes);
+        let crc = crc32fast::hash(&record[12..]);
+        record[8..12].copy_from_slice(&crc.to_le_bytes());
+        let temporary = self.file(batch.sequence, "tmp");
+        let written = (|| {
+            let mut file = fs::File::create(&temporary)?;
+            file.write_all(&record)?;
+            if self.fsync {
+                file.sync_all()?;
+            }
+            fs::rename(&temporary, self.file(batch.sequence, "batch"))?;
+            if self.fsync {
+                fs::File::open(&self.dir)?.sync_all()?;
+            }
+            Ok::<(), std::io::Error>(())
+        })();
+        if let Err(error) = written {
+            let _ = fs::remove_file(&temporary);
+            return Err(error_at(&temporary, error));
+        }
+        self.next += 1;
+        self.queued.push_back((batch.sequence, record.len() as u64));
+        self.bytes += record.len() as u64;
+        let mut dropped = Vec::new();
+        while self.bytes > self.max_size && self.queued.len() > 1 {
+            let Some((sequence, _)) = self.queued.front().copied() else {
+                break;
+            };
+            let rows = self.read(sequence).map_or(0, |batch| batch.sample_rows);
+            self.remove(sequence);
+            dropped.push((sequence, rows));
+        }
+        Ok(dropped)
+    }
+
+    /// The oldest batch waiting, read and checked. A batch that fails its checksum is set
+    /// aside (`.corrupt`) and reported as the error; the next call goes on with the next.
+    pub fn oldest(&mut self) -> Option<Result<SpooledBatch, SpoolError>> {
+        let (sequence, _) = *self.queued.front()?;
+        match self.read(sequence) {
+            Ok(batch) => Some(Ok(batch)),
+            Err(error) => {
+                let _ = fs::rename(self.file(sequence, "batch"), self.file(sequence, "corrupt"));
+                self.forget(sequence);
+                Some(Err(error))
+            }
+        }
+    }
+
+    fn read(&self, sequence: u64) -> Result<SpooledBatch, SpoolError> {
+        let path = self.file(sequence, "batch");
+        let record = fs::read(&path).map_err(|error| error_at(&path, error))?;
+        let broken = |message: &str| error_at(&path, message);
+        if record.len() < HEADER || &record[..8] != MAGIC {
+            return Err(broken("not a spool record (bad header)"));
+        }
+        let crc = u32::from_le_bytes([record[8], record[9], record[10], record[11]]);
+        if crc32fast::hash(&record[12..]) != crc {
+            return Err(broken("checksum mismatch: the record is damaged"));
+        }
+        let number = |at: usize| {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(&record[at..at + 8]);
+            u64::from_le_bytes(bytes)
+        };
+        let (sample_rows, samples_len, scrape_rows, scrapes_len) = (number(12), number(20), number(28), number(36));
+        let samples_end = HEADER.saturating_add(samples_len as usize);
+        if samples_end.saturating_add(scrapes_len as usize) != record.len() {
+            return Err(broken("lengths do not match the record's size"));
+        }
+        Ok(SpooledBatch {
+            sequence,
+            sample_rows,
+            samples: record[HEADER..samples_end].to_vec(),
+            scrape_rows,
+            scrapes: record[samples_end..].to_vec(),
+        })
+    }
+
+    /// Removes batch `sequence` (acknowledged by the store, or dropped).
+    pub fn remove(&mut self, sequence: u64) {
+        let _ = fs::remove_file(self.file(sequence, "batch"));
+        self.forget(sequence);
+    }
+
+    fn forget(&mut self, sequence: u64) {
+        if let Some(at) = self.queued.iter().position(|(queued, _)| *queued == sequence) {
+            if let Some((_, size)) = self.queued.remove(at) {
+                self.bytes -= size;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(dir: &Path, max_size: u64) -> SpoolConfig {
+        SpoolConfig {
+            path: dir.to_path_buf(),
+            max_size: ByteSize(max_size),
+            fsync: true,
+        }
+    }
+
+    fn batch(fill: u8, size: usize) -> SpooledBatch {
+        SpooledBatch {
+            sequence: 0,
+            sample_rows: size as u64,
+            samples: vec![fill; size],
+            scrape_rows: 1,
+            scrapes: vec![fill ^ 0xff; 7],
+        }
+    }
+
+    #[test]
+    fn batches_survive_a_restart_in_order_with_stable_tokens() {
+        let dir = std::env::temp_dir().join(format!("epicenter-spool-order-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
+        for fill in 1..=3 {
+            assert!(spool.append(&mut batch(fill, 100)).unwrap().is_empty());
+        }
+        let token = spool.token(1);
+        fs::write(dir.join("00000000000000000009.tmp"), b"half a record").unwrap();
+        drop(spool);
+        let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
+        assert_eq!(spool.token(1), token, "tokens survive a restart");
+        assert_eq!(spool.backlog(), (3, 3 * (HEADER as u64 + 107)));
+        assert!(!dir.join("00000000000000000009.tmp").exists());
+        let mut seen = Vec::new();
+        while let Some(next) = spool.oldest() {
+            let next = next.unwrap();
+            assert_eq!(next.samples, vec![next.sequence as u8 + 1; 100]);
+            assert_eq!(next.scrapes, vec![(next.sequence as u8 + 1) ^ 0xff; 7]);
+            seen.push(next.sequence);
+            spool.remove(next.sequence);
+        }
+        assert_eq!(seen, vec![0, 1, 2]);
+        // New batches continue the sequence (no token is reused).
+        let mut more = batch(4, 10);
+        spool.append(&mut more).unwrap();
+        assert_eq!(more.sequence, 3);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_damaged_record_is_set_aside_and_the_rest_go_on() {
+        let dir = std::env::temp_dir().join(format!("epicenter-spool-damage-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
+        spool.append(&mut batch(1, 50)).unwrap();
+        spool.append(&mut batch(2, 50)).unwrap();
+        let first = dir.join("00000000000000000000.batch");
+        let mut bytes = fs::read(&first).unwrap();
+        bytes[HEADER + 3] ^= 1;
+        fs::write(&first, bytes).unwrap();
+        let error = spool.oldest().unwrap().unwrap_err();
+        assert!(error.to_string().contains("checksum mismatch"), "{error}");
+        assert!(dir.join("00000000000000000000.corrupt").exists());
+        assert_eq!(spool.oldest().unwrap().unwrap().sequence, 1);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn past_max_size_the_oldest_batches_are_dropped_and_reported() {
+        let dir = std::env::temp_dir().join(format!("epicenter-spool-full-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let record = HEADER as u64 + 1_007;
+        let mut spool = Spool::open(&config(&dir, 3 * record)).unwrap();
+        for fill in 0..3 {
+            assert!(spool.append(&mut batch(fill, 1_000)).unwrap().is_empty());
+        }
+        assert_eq!(spool.append(&mut batch(3, 1_000)).unwrap(), vec![(0, 1_000)]);
+        assert_eq!(
+            spool.append(&mut batch(4, 2_000)).unwrap(),
+            vec![(1, 1_000), (2, 1_000)]
+        );
+        assert_eq!(spool.oldest().unwrap().unwrap().sequence, 3);
+        assert_eq!(spool.backlog().0, 2);
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
