@@ -144,6 +144,18 @@ fn check_config(args: &ConfigArgs) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     }
+    // The secrets `run` reads at start-up: a variable that is not set or a file that cannot
+    // be read fails here as it would there.
+    let clickhouse_password = config
+        .storage
+        .clickhouse
+        .as_ref()
+        .map_or(Ok(None), |clickhouse| clickhouse.password());
+    if let Err(error) = clickhouse_password.and(config.server.bearer_token()) {
+        eprintln!("error: {source}: {error}");
+        eprintln!("{source}: 1 problem found");
+        return ExitCode::from(EXIT_CONFIG);
+    }
     for warning in config.unsupported() {
         eprintln!("warning: {source}: {warning}");
     }

@@ -414,6 +414,12 @@ pub fn jobs_from_yaml(text: &str) -> Result<Vec<Job>, Vec<ConfigError>> {
 /// A target is `host:port` (IPv6 in brackets), without scheme or path. Errors say what is
 /// wrong with it.
 pub fn check_target(target: &str) -> Result<(), String> {
+    if let Some((_, host)) = target.rsplit_once('@') {
+        // Never echo what comes before the `@`: it is a user name and password.
+        return Err(format!(
+            "'xxxxx@{host}' carries credentials (user:password@); targets are host:port, and credentials do not belong in them"
+        ));
+    }
     if target.contains("://") {
         return Err(format!(
             "'{target}' has a scheme; write host:port and set the job's `scheme`"

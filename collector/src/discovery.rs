@@ -249,7 +249,7 @@ mod tests {
         );
         assert_eq!(groups, None);
         assert!(
-            errors[0].contains("redis-b.yml:1:65: nested deeper than 64 levels"),
+            errors[0].contains("redis-b.yml:1:4097: nested deeper than 4096 levels"),
             "{errors:?}"
         );
         // A removed file's targets go away.

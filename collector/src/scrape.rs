@@ -330,6 +330,11 @@ impl Scraper {
         // Chunks come decompressed (reqwest's gzip): the limit bounds what is held, so a
         // gzip bomb stops here at the limit.
         let limit = job.config.body_size_limit();
+        // Decompression runs inside `chunk()` and may never wait on the network (a gzip
+        // bomb): the deadline is checked per chunk, and the task yields now and then, so the
+        // timeout and a shutdown act even then.
+        let deadline = Instant::now() + job.timeout;
+        let mut chunks = 0u64;
         let mut body = Vec::new();
         while let Some(chunk) = response
             .chunk()
@@ -338,6 +343,13 @@ impl Scraper {
         {
             if let Some(limit) = limit.filter(|limit| (body.len() + chunk.len()) as u64 > *limit) {
                 return Err(ScrapeError::BodyTooLarge { limit });
+            }
+            if Instant::now() >= deadline {
+                return Err(ScrapeError::Timeout(job.timeout));
+            }
+            chunks += 1;
+            if chunks % 64 == 0 {
+                tokio::task::yield_now().await;
             }
             body.extend_from_slice(&chunk);
         }

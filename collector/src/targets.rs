@@ -189,7 +189,9 @@ impl TargetRegistry {
         let status = TargetStatus {
             labels: target.labels.clone(),
             scrape_pool: target.job.clone(),
-            scrape_url: target.url.clone(),
+            // As shown by the API and the status line: query values (a target's `params` may
+            // carry a key) masked.
+            scrape_url: epicenter_config::redacted_url(&target.url),
             health: "unknown",
             last_error: String::new(),
             last_scrape: None,

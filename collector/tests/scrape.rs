@@ -593,6 +593,11 @@ async fn limits_hold_by_default_and_bound_the_decompressed_body() {
         "{:?}",
         endless.report.error
     );
+    // With the limit off, the timeout still bounds the bomb: decompression counts.
+    let started = std::time::Instant::now();
+    let unlimited = scrape_once(&address, "/bomb", "    body_size_limit: 0\n").await;
+    assert_eq!(unlimited.report.error.as_deref(), Some("scrape timed out after 500ms"));
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
     // 1.2 MB: under the default; and with the limit off.
     for extra in ["", "    body_size_limit: 0\n"] {
         let big = scrape_once(&address, "/big", extra).await;

@@ -13,12 +13,20 @@ pub const MASK: &str = "xxxxx";
 /// (16 characters or more mixing letters and digits) replaced by [`MASK`], and any fragment
 /// dropped: `http://u:pw@db:8123/x?token=t&a=1` → `http://u:xxxxx@db:8123/x?token=xxxxx&a=xxxxx`.
 ///
-/// Text that is not an absolute URL with a host (a config typo such as `u:pw@db:8123`) is
-/// shown with everything before its last `@`, and everything after `?` or `#`, masked.
+/// A user name without a password is masked too (it is often a token). Text that is not an
+/// absolute URL with a host (a typo such as `u:pw@db:8123`, a password holding `#`, a
+/// forgotten host) keeps its scheme and what precedes the first `:`, `@`, `/`, `?` or `#`;
+/// the rest is masked.
 pub fn redacted_url(url: &str) -> String {
     match url::Url::parse(url) {
         Ok(mut parsed) if parsed.has_host() => {
-            let secret_free = parsed.password().is_none()
+            // A user name without a password is often a token (`https://<token>@host`).
+            let lone_user = parsed.password().is_none() && !parsed.username().is_empty();
+            if lone_user {
+                let _ = parsed.set_username(MASK);
+            }
+            let secret_free = !lone_user
+                && parsed.password().is_none()
                 && parsed.query().is_none()
                 && parsed.fragment().is_none()
                 && !parsed
@@ -57,24 +65,19 @@ pub fn redacted_url(url: &str) -> String {
             }
             parsed.to_string()
         }
+        // Not a URL with a host (a typo, a password holding `#` or `?`, a forgotten host):
+        // keep the scheme and what precedes the first separator, mask everything after it.
         _ => {
-            let (head, tail) = match url.find(['?', '#']) {
-                Some(at) => (&url[..at], format!("{}{MASK}", &url[at..=at])),
-                None => (url, String::new()),
-            };
-            let (prefix, rest) = head
-                .split_once("://")
-                .map_or(("", head), |(scheme, rest)| (scheme, rest));
-            let rest = match rest.rfind('@') {
-                Some(at) => format!("{MASK}@{}", &rest[at + 1..]),
-                None => rest.to_string(),
-            };
-            let scheme = if prefix.is_empty() {
+            let (scheme, rest) = url.split_once("://").map_or(("", url), |(scheme, rest)| (scheme, rest));
+            let scheme = if scheme.is_empty() && !url.contains("://") {
                 String::new()
             } else {
-                format!("{prefix}://")
+                format!("{scheme}://")
             };
-            format!("{scheme}{rest}{tail}")
+            match rest.find([':', '@', '/', '?', '#']) {
+                Some(at) => format!("{scheme}{}{}{MASK}", &rest[..at], &rest[at..=at]),
+                None => format!("{scheme}{rest}"),
+            }
         }
     }
 }
@@ -121,7 +124,8 @@ mod tests {
             "http://u:xxxxx@db:8123/x?token=xxxxx&a=xxxxx"
         );
         assert_eq!(redacted_url("https://db:8443"), "https://db:8443");
-        assert_eq!(redacted_url("http://u@db:8123/"), "http://u@db:8123/");
+        assert_eq!(redacted_url("http://token@db:8123/"), "http://xxxxx@db:8123/");
+        assert_eq!(redacted_url("http://u@SECRET@db:8123"), "http://xxxxx@db:8123/");
         assert_eq!(redacted_url("http://db:8123/path@x"), "http://db:8123/path@x");
         assert_eq!(redacted_url("http://hook/?"), "http://hook/");
         assert_eq!(
@@ -136,9 +140,13 @@ mod tests {
 
     #[test]
     fn text_that_is_no_url_is_masked_too() {
-        assert_eq!(redacted_url("u:pw@db:8123"), "xxxxx@db:8123");
-        assert_eq!(redacted_url("db:8123/x?token=t"), "db:8123/x?xxxxx");
-        assert_eq!(redacted_url("ftp//u:pw@db"), "xxxxx@db");
+        assert_eq!(redacted_url("u:pw@db:8123"), "u:xxxxx");
+        assert_eq!(redacted_url("db:8123/x?token=t"), "db:xxxxx");
+        assert_eq!(redacted_url("ftp//u:pw@db"), "ftp/xxxxx");
+        // A password holding `#` or `?`, a forgotten host: nothing after the user name.
+        assert_eq!(redacted_url("http://u:SECRET18#x@127.0.0.1:18123"), "http://u:xxxxx");
+        assert_eq!(redacted_url("http://u:SECRET19?x@h:1"), "http://u:xxxxx");
+        assert_eq!(redacted_url("http://default:SECRET21"), "http://default:xxxxx");
     }
 
     #[test]

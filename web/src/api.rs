@@ -120,8 +120,9 @@ async fn require_bearer(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .unwrap_or("");
+        .and_then(|value| value.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map_or("", |(_, token)| token.trim());
     let expected = token.expose().as_bytes();
     let differs =
         given.len() != expected.len() || given.bytes().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b)) != 0;
