@@ -6,31 +6,19 @@
 
 #![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use epicenter_store::clickhouse::ClickHouseStore;
-use epicenter_store::config::{BatchingConfig, ClickHouseConfig, PlacementConfig};
+use epicenter_store::config::{BatchingConfig, PlacementConfig};
 use epicenter_store::rows::{Placement, SampleRow, ScrapeOutcome, ScrapeReport, Series};
 use epicenter_store::writer::{run_writer, Sink, WriterStats};
-use epicenter_store::{http, library_path, EmbeddedStore, Table};
+use epicenter_store::{http, EmbeddedStore, Table};
 use tokio::sync::mpsc;
 
-fn library_available() -> bool {
-    if library_path().exists() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{} missing: CI runs scripts/setup first",
-        library_path().display()
-    );
-    eprintln!(
-        "SKIPPED: chDB library not found at {} (run scripts/setup)",
-        library_path().display()
-    );
-    false
-}
+use common::{library_available, server};
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -94,15 +82,7 @@ async fn the_server_sink_writes_and_reads_through_the_http_interface() {
     let router = http::router(embedded.clone());
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
 
-    let config = ClickHouseConfig {
-        url: url.clone(),
-        database: "over_http".into(),
-        user: "default".into(),
-        password_env: None,
-        password_file: None,
-        tls: None,
-    };
-    let store = Arc::new(ClickHouseStore::new(&config, None));
+    let store = server(&url, "over_http");
     store.migrate(Duration::from_secs(86_400)).await.unwrap();
     store.migrate(Duration::from_secs(86_400)).await.unwrap();
 

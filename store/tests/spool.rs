@@ -9,33 +9,20 @@
 
 #![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use epicenter_config::{ByteSize, PromDuration};
-use epicenter_store::clickhouse::ClickHouseStore;
-use epicenter_store::config::{BatchingConfig, ClickHouseConfig};
+use epicenter_store::config::BatchingConfig;
 use epicenter_store::rows::{Placement, SampleRow, ScrapeOutcome, ScrapeReport, Series};
 use epicenter_store::spool::{Spool, SpoolConfig, SpooledBatch};
 use epicenter_store::writer::{run_spooled_writer, Sink, WriterStats};
-use epicenter_store::{http, library_path, EmbeddedStore, Table};
+use epicenter_store::{http, EmbeddedStore, Table};
 use tokio::sync::mpsc;
 
-fn library_available() -> bool {
-    if library_path().exists() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{} missing: CI runs scripts/setup first",
-        library_path().display()
-    );
-    eprintln!(
-        "SKIPPED: chDB library not found at {} (run scripts/setup)",
-        library_path().display()
-    );
-    false
-}
+use common::{library_available, server};
 
 /// Scrape `index` of one target: `samples` samples whose values are `index * 1000 + n`, so
 /// loss and duplication are counted exactly.
@@ -84,18 +71,6 @@ fn stored(engine: &EmbeddedStore, database: &str) -> (u64, u64, u64) {
     let text = String::from_utf8(text).unwrap();
     let numbers: Vec<u64> = text.split_whitespace().map(|number| number.parse().unwrap()).collect();
     (numbers[0], numbers[1], numbers[2])
-}
-
-fn server(url: &str, database: &str) -> Arc<ClickHouseStore> {
-    let config = ClickHouseConfig {
-        url: url.to_string(),
-        database: database.into(),
-        user: "default".into(),
-        password_env: None,
-        password_file: None,
-        tls: None,
-    };
-    Arc::new(ClickHouseStore::new(&config, None))
 }
 
 fn spool_config(dir: &std::path::Path) -> SpoolConfig {
