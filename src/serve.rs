@@ -27,7 +27,7 @@ use epicenter_store::{ScrapeOutcome, Store};
 use epicenter_web::{app, AppState, Telemetry, VerdictBook};
 use tokio::sync::{mpsc, watch};
 
-use crate::config::{config_error, Config, EXIT_CONFIG};
+use crate::config::{config_error, Config};
 
 /// Scrape outcomes waiting between the targets and the observer, and between the observer
 /// and the writer.
@@ -53,11 +53,10 @@ pub(crate) async fn serve(
         match Scraper::with_tls(job.config.tls_config.as_ref()) {
             Ok(scraper) => scrapers.push(scraper),
             Err(error) => {
-                eprintln!(
-                    "error: scrape_configs[{index}] (job '{}'): {error}",
+                return config_error(&format!(
+                    "scrape_configs[{index}] (job '{}'): {error}",
                     job.config.job_name
-                );
-                return ExitCode::from(EXIT_CONFIG);
+                ))
             }
         }
     }
@@ -94,11 +93,10 @@ pub(crate) async fn serve(
     let listener = match tokio::net::TcpListener::bind(&config.server.listen_address).await {
         Ok(listener) => listener,
         Err(error) => {
-            eprintln!(
-                "error: server.listen_address {}: cannot listen: {error}",
+            return config_error(&format!(
+                "server.listen_address {}: cannot listen: {error}",
                 config.server.listen_address
-            );
-            return ExitCode::from(EXIT_CONFIG);
+            ))
         }
     };
     let bound = listener
@@ -121,11 +119,8 @@ pub(crate) async fn serve(
         Ok(spool) => spool,
         Err(error) => return config_error(&format!("storage.spool: {error}")),
     };
-    let writer = tokio::spawn(
-        store
-            .clone()
-            .run_writer(config.batching.clone(), inbox, stats.clone(), spool),
-    );
+    let batching = config.batching.clone();
+    let writer = tokio::spawn(store.clone().run_writer(batching, inbox, stats.clone(), spool));
     // The detector reads what a signal rule names, beside the writer.
     let (to_detector, detector_inbox) = mpsc::channel::<Batch>(DETECTOR_QUEUE);
     let rule_metrics = detector_rules.as_deref().map(live::rule_metrics).unwrap_or_default();
