@@ -115,7 +115,7 @@ pub(crate) async fn serve(
             tracing::error!(%error, "own HTTP server stopped");
         }
     });
-    let spool = match config.storage.spool.as_ref().map(Spool::open).transpose() {
+    let spool = match config.storage.spool().as_ref().map(Spool::open).transpose() {
         Ok(spool) => spool,
         Err(error) => return config_error(&format!("storage.spool: {error}")),
     };

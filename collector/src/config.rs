@@ -104,11 +104,12 @@ pub struct ScrapeConfig {
     #[serde(default)]
     pub body_size_limit: Option<ByteSize>,
     /// Most samples accepted per scrape after metric relabeling; more fails the scrape.
-    /// 0 = no limit (default).
-    #[serde(default)]
+    /// Default [`DEFAULT_SAMPLE_LIMIT`]; 0 = no limit (Prometheus's default).
+    #[serde(default = "default_sample_limit")]
     pub sample_limit: u64,
-    /// Most labels per series; more fails the scrape. 0 = no limit (default).
-    #[serde(default)]
+    /// Most labels per series; more fails the scrape. Default [`DEFAULT_LABEL_LIMIT`]; 0 = no
+    /// limit (Prometheus's default).
+    #[serde(default = "default_label_limit")]
     pub label_limit: u64,
     /// Longest label name, in bytes; longer fails the scrape (Prometheus
     /// `label_name_length_limit`). 0 = no limit (default).
@@ -128,6 +129,25 @@ pub struct ScrapeConfig {
 /// (`-promscrape.maxScrapeSize`). The largest bodies of common exporters are a few MiB
 /// (kube-state-metrics on large clusters); the limit applies to the decompressed body.
 pub const DEFAULT_BODY_SIZE_LIMIT: u64 = 16 * 1024 * 1024;
+
+/// `sample_limit` when the job does not set one: 50,000 series per target. Common exporters
+/// stay far below it (node_exporter 1–3k, cAdvisor on a busy node 10–20k); a target past it
+/// is usually a cardinality explosion, and 10 such targets of 100k series would take more
+/// memory than the rest of a 1,000-target fleet. kube-state-metrics on large clusters needs
+/// more: set the job's `sample_limit` (0 = none).
+pub const DEFAULT_SAMPLE_LIMIT: u64 = 50_000;
+
+/// `label_limit` when the job does not set one: 64 labels per series, above what real
+/// exporters attach (the most in the captures of ../shared/fixtures/exposition is 18).
+pub const DEFAULT_LABEL_LIMIT: u64 = 64;
+
+fn default_sample_limit() -> u64 {
+    DEFAULT_SAMPLE_LIMIT
+}
+
+fn default_label_limit() -> u64 {
+    DEFAULT_LABEL_LIMIT
+}
 
 impl ScrapeConfig {
     /// The largest body a scrape reads, in bytes after decompression; `None` when `0` turned

@@ -55,6 +55,9 @@ struct CacheEntry {
     series: Option<Arc<Series>>,
     /// [`TargetState::generation`] of the scrape that last saw it.
     seen: u64,
+    /// [`TargetState::generation`] of the scrape that added it: a failed scrape takes back
+    /// what it added, so a target over its limits does not grow the cache.
+    added: u64,
 }
 
 /// Settings shared by every scrape of a collector.
@@ -92,11 +95,12 @@ pub enum ScrapeError {
     #[error("invalid body: {0}")]
     Parse(String),
     /// More samples than `sample_limit` after metric relabeling.
-    #[error("sample_limit exceeded: {count} samples > {limit}")]
+    #[error("sample_limit exceeded: more than {limit} samples after metric relabeling (the body has {count})")]
     SampleLimit {
-        /// Samples after relabeling.
+        /// Samples in the body, before metric relabeling (the scrape stops at the first
+        /// sample past the limit, so how many relabeling would keep is not known).
         count: u64,
-        /// The limit.
+        /// The job's `sample_limit`.
         limit: u64,
     },
     /// A label name or value longer than `label_name_length_limit` or
@@ -213,6 +217,7 @@ impl Scraper {
                             CacheEntry {
                                 series: series.clone(),
                                 seen: generation,
+                                added: generation,
                             },
                         );
                         series
@@ -237,13 +242,14 @@ impl Scraper {
                     value: sample.value,
                     series,
                 });
-            }
-            let kept = rows.len() as u64;
-            if job.config.sample_limit > 0 && kept > job.config.sample_limit {
-                return Err(ScrapeError::SampleLimit {
-                    count: kept,
-                    limit: job.config.sample_limit,
-                });
+                // Stop at the first sample past the limit: a cardinality explosion costs one
+                // limit's worth of work, not the whole body's.
+                if job.config.sample_limit > 0 && rows.len() as u64 > job.config.sample_limit {
+                    return Err(ScrapeError::SampleLimit {
+                        count: samples_scraped,
+                        limit: job.config.sample_limit,
+                    });
+                }
             }
             Ok(rows)
         });
@@ -263,6 +269,8 @@ impl Scraper {
         if up {
             state.previous_series = series_now;
             state.cache.retain(|_, entry| entry.seen == generation);
+        } else {
+            state.cache.retain(|_, entry| entry.added != generation);
         }
         let synthetic = state.synthetic.get_or_insert_with(|| {
             let mut labels = target.labels.clone();

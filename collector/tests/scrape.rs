@@ -274,7 +274,7 @@ async fn failures_mark_the_target_down_with_the_reason() {
         (
             "/metrics",
             "    sample_limit: 3\n",
-            "sample_limit exceeded: 4 samples > 3",
+            "sample_limit exceeded: more than 3 samples after metric relabeling (the body has 4)",
         ),
         ("/metrics", "    label_limit: 5\n", "label_limit exceeded"),
         ("/nowhere", "", "HTTP status 404"),
@@ -598,8 +598,16 @@ async fn limits_hold_by_default_and_bound_the_decompressed_body() {
     let unlimited = scrape_once(&address, "/bomb", "    body_size_limit: 0\n").await;
     assert_eq!(unlimited.report.error.as_deref(), Some("scrape timed out after 500ms"));
     assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
-    // 1.2 MB: under the default; and with the limit off.
-    for extra in ["", "    body_size_limit: 0\n"] {
+    // 300,000 series: over the default sample_limit, the scrape fails naming it.
+    let default_samples = scrape_once(&address, "/big", "").await;
+    assert!(!default_samples.report.up);
+    let error = default_samples.report.error.clone().unwrap_or_default();
+    assert_eq!(
+        error,
+        "sample_limit exceeded: more than 50000 samples after metric relabeling (the body has 300000)"
+    );
+    // 1.2 MB: under the default body limit; and with the limit off.
+    for extra in ["    sample_limit: 0\n", "    body_size_limit: 0\n    sample_limit: 0\n"] {
         let big = scrape_once(&address, "/big", extra).await;
         assert!(big.report.up, "{extra}: {:?}", big.report.error);
         assert_eq!(big.report.samples_scraped, 300_000);

@@ -24,10 +24,10 @@ pub struct StorageConfig {
     /// How long samples are kept (table TTL). Default `30d`.
     #[serde(default)]
     pub retention: Option<PromDuration>,
-    /// The on-disk spool every batch goes through before it is sent (`crate::spool`). None
-    /// (the default): batches go straight to the store, 3 attempts each.
+    /// The on-disk spool every batch goes through before it is sent (`crate::spool`): on by
+    /// default, in `spool` inside the embedded path.
     #[serde(default)]
-    pub spool: Option<crate::spool::SpoolConfig>,
+    pub spool: crate::spool::SpoolSettings,
 }
 
 impl StorageConfig {
@@ -44,15 +44,19 @@ impl StorageConfig {
             .map_or_else(|| PathBuf::from("./data"), |embedded| embedded.path.clone())
     }
 
+    /// The spool to open (None when `storage.spool.enabled` is false): `storage.spool.path`,
+    /// else `spool` inside [`StorageConfig::embedded_path`].
+    pub fn spool(&self) -> Option<crate::spool::SpoolConfig> {
+        self.spool.resolve(&self.embedded_path().join("spool"))
+    }
+
     /// Records problems with the choice of store and the server's settings (not the
     /// retention: see [`StorageConfig::retention_problems`]). Checks TLS files exist.
     pub fn problems(&self, problems: &mut Problems) {
         if self.embedded.is_some() && self.clickhouse.is_some() {
             problems.push("storage", "set either embedded or clickhouse, not both");
         }
-        if let Some(spool) = &self.spool {
-            spool.problems(problems);
-        }
+        self.spool.problems(problems);
         let Some(clickhouse) = &self.clickhouse else {
             return;
         };

@@ -19,21 +19,80 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use epicenter_config::{ByteSize, Problems};
+use std::time::{Duration, SystemTime};
+
+use epicenter_config::{ByteSize, Problems, PromDuration};
 use serde::Deserialize;
 
-/// `storage.spool`.
+/// `storage.spool`, as written in the config: on unless `enabled: false`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SpoolConfig {
-    /// Directory of the spool (created if missing). Required.
-    pub path: PathBuf,
+pub struct SpoolSettings {
+    /// Whether batches go through the spool. Default true; false sends each batch straight
+    /// to the store with 3 attempts, so an outage longer than a second loses data.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Directory of the spool (created if missing). Default `spool` inside
+    /// `storage.embedded.path` (`./data/spool`), whichever store is used.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
     /// Most bytes the spool holds; past it the oldest batches are dropped. Default `1GiB`.
     #[serde(default = "default_max_size")]
     pub max_size: ByteSize,
+    /// Oldest batch kept; older ones are dropped (counted, logged). Default `24h`: an outage
+    /// over a night is replayed, one over days is not held for ever.
+    #[serde(default = "default_max_age")]
+    pub max_age: PromDuration,
     /// Sync each batch (and the directory) to disk before it counts as accepted. Default
     /// true; false trades the last seconds before a power loss for less disk work.
     #[serde(default = "default_true")]
+    pub fsync: bool,
+}
+
+impl Default for SpoolSettings {
+    fn default() -> Self {
+        SpoolSettings {
+            enabled: true,
+            path: None,
+            max_size: default_max_size(),
+            max_age: default_max_age(),
+            fsync: true,
+        }
+    }
+}
+
+impl SpoolSettings {
+    /// Records a zero `max_size` or `max_age` (keys `storage.spool.max_size`, `.max_age`).
+    pub fn problems(&self, problems: &mut Problems) {
+        if self.max_size.0 == 0 {
+            problems.push("storage.spool.max_size", "must be greater than 0");
+        }
+        if self.max_age.0.is_zero() {
+            problems.push("storage.spool.max_age", "must be greater than 0");
+        }
+    }
+
+    /// The spool to open, its path resolved against `default_path` (None when disabled).
+    pub fn resolve(&self, default_path: &Path) -> Option<SpoolConfig> {
+        self.enabled.then(|| SpoolConfig {
+            path: self.path.clone().unwrap_or_else(|| default_path.to_path_buf()),
+            max_size: self.max_size,
+            max_age: self.max_age.0,
+            fsync: self.fsync,
+        })
+    }
+}
+
+/// The spool to open: [`SpoolSettings`] with its path resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpoolConfig {
+    /// Directory of the spool.
+    pub path: PathBuf,
+    /// Most bytes held (past it the oldest batches are dropped).
+    pub max_size: ByteSize,
+    /// Oldest batch held (older ones are dropped when the next batch is appended).
+    pub max_age: Duration,
+    /// Sync each batch and the directory before it counts as accepted.
     pub fsync: bool,
 }
 
@@ -41,17 +100,12 @@ fn default_max_size() -> ByteSize {
     ByteSize(1 << 30)
 }
 
-fn default_true() -> bool {
-    true
+fn default_max_age() -> PromDuration {
+    PromDuration(Duration::from_secs(24 * 3600))
 }
 
-impl SpoolConfig {
-    /// Records a zero `max_size` (key `storage.spool.max_size`).
-    pub fn problems(&self, problems: &mut Problems) {
-        if self.max_size.0 == 0 {
-            problems.push("storage.spool.max_size", "must be greater than 0");
-        }
-    }
+fn default_true() -> bool {
+    true
 }
 
 /// One batch as spooled: RowBinary rows for `samples` and `scrapes`.
@@ -79,8 +133,11 @@ pub struct Spool {
     id: String,
     fsync: bool,
     max_size: u64,
-    /// Sequences on disk, oldest first, with their file sizes.
-    queued: std::collections::VecDeque<(u64, u64)>,
+    max_age: Duration,
+    /// Sequences on disk, oldest first, with their file sizes and when they were written.
+    queued: std::collections::VecDeque<(u64, u64, SystemTime)>,
+    /// The exclusive lock on `spool.lock`, held while the spool is open.
+    _lock: nix::fcntl::Flock<fs::File>,
     bytes: u64,
     next: u64,
 }
@@ -108,6 +165,19 @@ impl Spool {
     pub fn open(config: &SpoolConfig) -> Result<Spool, SpoolError> {
         let dir = config.path.clone();
         fs::create_dir_all(&dir).map_err(|error| error_at(&dir, error))?;
+        let lock_path = dir.join("spool.lock");
+        let lock_file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|error| error_at(&lock_path, error))?;
+        let lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|_| {
+            error_at(
+                &dir,
+                "in use by another epicenter process (each process needs a spool of its own: set storage.spool.path)",
+            )
+        })?;
         let id_path = dir.join("spool.id");
         let id = match fs::read_to_string(&id_path) {
             Ok(text) => text.trim().to_string(),
@@ -125,19 +195,25 @@ impl Spool {
             if name.ends_with(".tmp") {
                 let _ = fs::remove_file(&path);
             } else if let Some(sequence) = name.strip_suffix(".batch").and_then(|stem| stem.parse::<u64>().ok()) {
-                let size = entry.metadata().map_or(0, |metadata| metadata.len());
-                queued.push((sequence, size));
+                let metadata = entry.metadata().ok();
+                let size = metadata.as_ref().map_or(0, fs::Metadata::len);
+                let written = metadata
+                    .and_then(|metadata| metadata.modified().ok())
+                    .unwrap_or_else(SystemTime::now);
+                queued.push((sequence, size, written));
             }
         }
         queued.sort_unstable();
-        let next = queued.last().map_or(0, |(sequence, _)| sequence + 1);
-        let bytes = queued.iter().map(|(_, size)| size).sum();
+        let next = queued.last().map_or(0, |(sequence, _, _)| sequence + 1);
+        let bytes = queued.iter().map(|(_, size, _)| size).sum();
         Ok(Spool {
             dir,
             id,
             fsync: config.fsync,
             max_size: config.max_size.0,
+            max_age: config.max_age,
             queued: queued.into(),
+            _lock: lock,
             bytes,
             next,
         })
@@ -157,9 +233,10 @@ impl Spool {
         self.dir.join(format!("{sequence:020}.{extension}"))
     }
 
-    /// Appends a batch (it gets the next sequence) and returns the sample rows of batches
-    /// dropped to stay under `max_size` (oldest first; the new batch is kept even if it
-    /// alone is larger). Errors (disk full, permissions) leave the spool as it was.
+    /// Appends a batch (it gets the next sequence) and returns the sequences and sample rows
+    /// of batches dropped to stay under `max_size` or `max_age` (oldest first; the new batch
+    /// is kept even if it alone is larger). Errors (disk full, permissions) leave the spool
+    /// as it was.
     pub fn append(&mut self, batch: &mut SpooledBatch) -> Result<Vec<(u64, u64)>, SpoolError> {
         batch.sequence = self.next;
         let mut record = Vec::with_capacity(HEADER + batch.samples.len() + batch.scrapes.len());
@@ -195,13 +272,19 @@ impl Spool {
             return Err(error_at(&temporary, error));
         }
         self.next += 1;
-        self.queued.push_back((batch.sequence, record.len() as u64));
+        let now = SystemTime::now();
+        self.queued.push_back((batch.sequence, record.len() as u64, now));
         self.bytes += record.len() as u64;
         let mut dropped = Vec::new();
-        while self.bytes > self.max_size && self.queued.len() > 1 {
-            let Some((sequence, _)) = self.queued.front().copied() else {
+        let max_age = self.max_age;
+        let too_old = |written: SystemTime| now.duration_since(written).is_ok_and(|age| age > max_age);
+        while self.queued.len() > 1 {
+            let Some((sequence, _, written)) = self.queued.front().copied() else {
                 break;
             };
+            if self.bytes <= self.max_size && !too_old(written) {
+                break;
+            }
             let rows = self.read(sequence).map_or(0, |batch| batch.sample_rows);
             self.remove(sequence);
             dropped.push((sequence, rows));
@@ -212,7 +295,7 @@ impl Spool {
     /// The oldest batch waiting, read and checked. A batch that fails its checksum is set
     /// aside (`.corrupt`) and reported as the error; the next call goes on with the next.
     pub fn oldest(&mut self) -> Option<Result<SpooledBatch, SpoolError>> {
-        let (sequence, _) = *self.queued.front()?;
+        let (sequence, _, _) = *self.queued.front()?;
         match self.read(sequence) {
             Ok(batch) => Some(Ok(batch)),
             Err(error) => {
@@ -260,8 +343,8 @@ impl Spool {
     }
 
     fn forget(&mut self, sequence: u64) {
-        if let Some(at) = self.queued.iter().position(|(queued, _)| *queued == sequence) {
-            if let Some((_, size)) = self.queued.remove(at) {
+        if let Some(at) = self.queued.iter().position(|(queued, _, _)| *queued == sequence) {
+            if let Some((_, size, _)) = self.queued.remove(at) {
                 self.bytes -= size;
             }
         }
@@ -276,6 +359,7 @@ mod tests {
         SpoolConfig {
             path: dir.to_path_buf(),
             max_size: ByteSize(max_size),
+            max_age: Duration::from_secs(3600),
             fsync: true,
         }
     }
@@ -356,5 +440,60 @@ mod tests {
         assert_eq!(spool.oldest().unwrap().unwrap().sequence, 3);
         assert_eq!(spool.backlog().0, 2);
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn batches_older_than_max_age_are_dropped_and_reported() {
+        let dir = std::env::temp_dir().join(format!("epicenter-spool-age-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut settings = config(&dir, 1 << 20);
+        settings.max_age = Duration::from_millis(200);
+        let mut spool = Spool::open(&settings).unwrap();
+        assert!(spool.append(&mut batch(1, 10)).unwrap().is_empty());
+        assert!(
+            spool.append(&mut batch(2, 20)).unwrap().is_empty(),
+            "nothing is old yet"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        // Both earlier batches are past max_age now; the new one stays.
+        assert_eq!(spool.append(&mut batch(3, 30)).unwrap(), vec![(0, 10), (1, 20)]);
+        assert_eq!(spool.backlog().0, 1);
+        assert_eq!(spool.oldest().unwrap().unwrap().sequence, 2);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn one_spool_serves_one_process() {
+        let dir = std::env::temp_dir().join(format!("epicenter-spool-lock-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let first = Spool::open(&config(&dir, 1 << 20)).unwrap();
+        let error = Spool::open(&config(&dir, 1 << 20)).unwrap_err();
+        assert!(
+            error.to_string().contains("in use by another epicenter process"),
+            "{error}"
+        );
+        assert!(error.to_string().contains("storage.spool.path"), "{error}");
+        drop(first);
+        assert!(
+            Spool::open(&config(&dir, 1 << 20)).is_ok(),
+            "the lock goes with the spool"
+        );
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_spool_is_on_by_default_inside_the_data_directory() {
+        let settings = SpoolSettings::default();
+        let resolved = settings.resolve(Path::new("./data/spool")).unwrap();
+        assert_eq!(resolved.path, PathBuf::from("./data/spool"));
+        assert_eq!(
+            (resolved.max_size, resolved.max_age, resolved.fsync),
+            (ByteSize(1 << 30), Duration::from_secs(86_400), true)
+        );
+        let off = SpoolSettings {
+            enabled: false,
+            ..SpoolSettings::default()
+        };
+        assert_eq!(off.resolve(Path::new("x")), None);
     }
 }

@@ -285,7 +285,7 @@ async fn spool_batch(spool: &Arc<std::sync::Mutex<Spool>>, batch: Batch, stats: 
                 tracing::error!(
                     sequence,
                     rows = dropped_rows,
-                    "spool full (storage.spool.max_size): its oldest batch was dropped"
+                    "spool over storage.spool.max_size or its oldest batch past max_age: that batch was dropped"
                 );
             }
         }

@@ -77,6 +77,7 @@ fn spool_config(dir: &std::path::Path) -> SpoolConfig {
     SpoolConfig {
         path: dir.to_path_buf(),
         max_size: ByteSize(1 << 30),
+        max_age: Duration::from_secs(3600),
         fsync: true,
     }
 }

@@ -143,7 +143,7 @@ const WRITER_COUNTERS: [(&str, &str); 4] = [
     ("epicenter_writer_batches_flushed_total", "Batches the writer flushed."),
     (
         "epicenter_spool_dropped_rows_total",
-        "Sample rows the spool dropped: its oldest batches past storage.spool.max_size, or batches it could not write (disk full).",
+        "Sample rows the spool dropped: its oldest batches past storage.spool.max_size or max_age, or batches it could not write (disk full).",
     ),
 ];
 
