@@ -107,7 +107,12 @@ fn check_config_and_a_failed_start_show_no_secret() {
         std::fs::write(&config, format!("scrape_configs: []\n{storage}{}", notifiers(port))).unwrap();
         let checked = epicenter(&["check", "config"], &config);
         assert_no_secret(&format!("check config ({way})"), &checked);
-        assert!(checked.contains(": ok: "), "check config ({way}) failed: {checked}");
+        if way == "hash_in_password" {
+            // No URL parser reads this as meant: refused, with the way out.
+            assert!(checked.contains("percent-encode it"), "check config ({way}): {checked}");
+        } else {
+            assert!(checked.contains(": ok: "), "check config ({way}) failed: {checked}");
+        }
         if way == "userinfo" {
             assert!(
                 checked.contains(&format!("ClickHouse at http://reader:xxxxx@127.0.0.1:{port}/")),

@@ -69,6 +69,12 @@ impl StorageConfig {
                 ),
             );
         }
+        if let Some(message) = authority_problem(&split_userinfo(&clickhouse.url).1) {
+            problems.push(
+                "storage.clickhouse.url",
+                format!("'{}': {message}", redacted_url(&clickhouse.url)),
+            );
+        }
         let password_in_url = matches!(split_userinfo(&clickhouse.url).0, Some((_, Some(_))));
         if password_in_url && (clickhouse.password_env.is_some() || clickhouse.password_file.is_some()) {
             problems.push(
@@ -181,6 +187,33 @@ impl ClickHouseConfig {
             file_key: "storage.clickhouse.password_file",
             file: self.password_file.as_deref(),
         })
+    }
+}
+
+/// What is wrong with the host and port of an `http(s)://` URL (userinfo already removed):
+/// no host, or a port that is not a number from 1 to 65535. None when both are fine, or
+/// when the scheme is not http(s) (reported on its own).
+fn authority_problem(url: &str) -> Option<String> {
+    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if rest[authority.len()..].contains('@') {
+        return Some(
+            "a '#', '?' or '/' ends the host part before the '@': if the password holds one, percent-encode it (%23, %3F, %2F) or give it with password_env / password_file".to_string(),
+        );
+    }
+    let (host, port) = match authority.rsplit_once(':') {
+        // An IPv6 literal without a port: `[::1]`.
+        Some((host, port)) if !port.contains(']') => (host, Some(port)),
+        _ => (authority, None),
+    };
+    if host.is_empty() || host == "[]" {
+        return Some("has no host (e.g. http://127.0.0.1:8123)".to_string());
+    }
+    // The port's text is not echoed: in a URL whose password holds a `#` or `?`, what looks
+    // like the port is part of the password.
+    match port.map(str::parse::<u16>) {
+        Some(Ok(0) | Err(_)) => Some("the port is not a number from 1 to 65535".to_string()),
+        _ => None,
     }
 }
 
@@ -321,5 +354,38 @@ mod tests {
             error.contains("EPICENTER_TEST_SURELY_UNSET_VARIABLE is not set"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn urls_without_a_host_or_with_a_bad_port_are_reported() {
+        for (url, expected) in [
+            ("http://127.0.0.1:8123", None),
+            ("https://clickhouse.example:8443/", None),
+            ("http://[::1]:8123", None),
+            ("http://[::1]", None),
+            ("http://localhost", None),
+            ("http://:8123", Some("has no host")),
+            ("http://", Some("has no host")),
+            ("http:///path", Some("has no host")),
+            (
+                "http://127.0.0.1:81234",
+                Some("the port is not a number from 1 to 65535"),
+            ),
+            ("http://127.0.0.1:0", Some("the port is not a number")),
+            ("http://127.0.0.1:http", Some("the port is not a number")),
+            (
+                "http://reader:pass#word@127.0.0.1:8123",
+                Some("percent-encode it (%23, %3F, %2F)"),
+            ),
+        ] {
+            let problem = authority_problem(url);
+            match expected {
+                None => assert_eq!(problem, None, "{url}"),
+                Some(text) => assert!(
+                    problem.as_deref().is_some_and(|problem| problem.contains(text)),
+                    "{url}: {problem:?}"
+                ),
+            }
+        }
     }
 }
