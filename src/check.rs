@@ -144,14 +144,17 @@ fn check_config(args: &ConfigArgs) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     }
-    // The secrets `run` reads at start-up: a variable that is not set or a file that cannot
-    // be read fails here as it would there.
-    let clickhouse_password = config
-        .storage
-        .clickhouse
-        .as_ref()
-        .map_or(Ok(None), |clickhouse| clickhouse.password());
-    if let Err(error) = clickhouse_password.and(config.server.bearer_token()) {
+    // The secrets and TLS files `run` reads at start-up: a variable that is not set or a
+    // file that cannot be read or parsed fails here as it would there.
+    let read_at_start_up = || -> Result<(), String> {
+        if let Some(clickhouse) = &config.storage.clickhouse {
+            clickhouse.password()?;
+            clickhouse.tls_client_config()?;
+        }
+        config.server.bearer_token()?;
+        config.server.tls_server_config().map(|_| ())
+    };
+    if let Err(error) = read_at_start_up() {
         eprintln!("error: {source}: {error}");
         eprintln!("{source}: 1 problem found");
         return ExitCode::from(EXIT_CONFIG);

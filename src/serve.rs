@@ -24,7 +24,7 @@ use epicenter_oncall::Notifiers;
 use epicenter_store::spool::Spool;
 use epicenter_store::writer::WriterStats;
 use epicenter_store::{ScrapeOutcome, Store};
-use epicenter_web::{app, AppState, Telemetry, VerdictBook};
+use epicenter_web::{AppState, Telemetry, VerdictBook};
 use tokio::sync::{mpsc, watch};
 
 use crate::config::{config_error, Config};
@@ -90,31 +90,10 @@ pub(crate) async fn serve(
         graph: std::sync::Mutex::new(None),
         notifiers: Arc::new(Notifiers::start(&config.notifiers, shutdown.clone())),
     });
-    let listener = match tokio::net::TcpListener::bind(&config.server.listen_address).await {
-        Ok(listener) => listener,
-        Err(error) => {
-            return config_error(&format!(
-                "server.listen_address {}: cannot listen: {error}",
-                config.server.listen_address
-            ))
-        }
-    };
-    let bound = listener
-        .local_addr()
-        .map_or_else(|_| config.server.listen_address.clone(), |address| address.to_string());
-    let mut server_shutdown = shutdown.clone();
-    let router = match app(state.clone(), &config.server) {
-        Ok(router) => router,
+    let (bound, server) = match epicenter_web::start(state.clone(), &config.server, shutdown.clone()).await {
+        Ok(started) => started,
         Err(error) => return config_error(&error),
     };
-    let server = tokio::spawn(async move {
-        let served = axum::serve(listener, router).with_graceful_shutdown(async move {
-            let _ = server_shutdown.changed().await;
-        });
-        if let Err(error) = served.await {
-            tracing::error!(%error, "own HTTP server stopped");
-        }
-    });
     let spool = match config.storage.spool().as_ref().map(Spool::open).transpose() {
         Ok(spool) => spool,
         Err(error) => return config_error(&format!("storage.spool: {error}")),
@@ -158,7 +137,7 @@ pub(crate) async fn serve(
     }
     drop(sender);
     eprintln!(
-        "epicenter: scraping {} (plus any file_sd targets) into {}; own endpoints on http://{bound} ({})",
+        "epicenter: scraping {} (plus any file_sd targets) into {}; own endpoints on {bound} ({})",
         if target_count == 1 {
             "1 static target".to_string()
         } else {

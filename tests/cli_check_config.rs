@@ -130,7 +130,7 @@ fn a_missing_file_exits_as_run_does() {
 }
 
 #[test]
-fn settings_this_build_cannot_act_on_are_warned_about() {
+fn settings_without_effect_are_warned_about() {
     let path = write_temp(
         "clickhouse-tls.yml",
         "scrape_configs:\n  - job_name: secure\n    scheme: https\n    static_configs: [{targets: ['x:1']}]\n  - job_name: plain\n    tls_config: {insecure_skip_verify: true}\n    static_configs: [{targets: ['x:2']}]\nstorage:\n  clickhouse:\n    url: https://127.0.0.1:8443\n    tls: {insecure_skip_verify: true}\n",
@@ -139,17 +139,66 @@ fn settings_this_build_cannot_act_on_are_warned_about() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     std::fs::remove_file(&path).unwrap();
     assert_eq!(output.status.code(), Some(0), "{stderr}");
-    assert!(stderr.contains("storage.clickhouse.tls: not used yet"), "{stderr}");
-    // https scraping is built: no warning about it.
-    assert!(
-        stderr.contains("storage.clickhouse.url: 'https://127.0.0.1:8443' needs TLS"),
-        "{stderr}"
-    );
+    // TLS towards ClickHouse and https scraping are built: no warning about either.
+    assert!(!stderr.contains("storage.clickhouse"), "{stderr}");
     assert!(!stderr.contains("https scraping"), "{stderr}");
     assert!(
         stderr.contains("scrape_configs[1].tls_config: has no effect: job 'plain' scrapes over plain http"),
         "{stderr}"
     );
+}
+
+/// The TLS files `run` reads at start-up are read by `check config` too: a CA file that is
+/// not PEM fails with its key path and exit 64, a server certificate that is missing is a
+/// problem with its key path, and `tls` beside an `http://` ClickHouse URL is a warning.
+#[test]
+fn tls_files_are_read_as_run_reads_them() {
+    let not_pem = write_temp("not-a-ca.pem", "this is not a certificate\n");
+    let bad_ca = write_temp(
+        "bad-ca.yml",
+        &format!(
+            "storage:\n  clickhouse:\n    url: https://127.0.0.1:8443\n    tls: {{ca_file: '{}'}}\n",
+            not_pem.display()
+        ),
+    );
+    let output = check_config(bad_ca.to_str().unwrap());
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "storage.clickhouse.tls.ca_file '{}': no PEM certificate in it",
+            not_pem.display()
+        )),
+        "{stderr}"
+    );
+
+    let missing = write_temp(
+        "server-tls.yml",
+        "server:\n  tls: {cert_file: /nonexistent/server.pem, key_file: /nonexistent/server.key}\n",
+    );
+    let output = check_config(missing.to_str().unwrap());
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains("server.tls.cert_file: cannot read '/nonexistent/server.pem'"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("server.tls.key_file: cannot read"), "{stderr}");
+
+    let plain = write_temp(
+        "plain-with-tls.yml",
+        "storage:\n  clickhouse:\n    url: http://127.0.0.1:8123\n    tls: {insecure_skip_verify: true}\n",
+    );
+    let output = check_config(plain.to_str().unwrap());
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("storage.clickhouse.tls: set, but the url 'http://127.0.0.1:8123' is http://"),
+        "{stderr}"
+    );
+    for path in [not_pem, bad_ca, missing, plain] {
+        std::fs::remove_file(path).unwrap();
+    }
 }
 
 #[test]

@@ -14,7 +14,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{epicenter_log, free_port, get_text, get_with_headers, require, start_epicenter_with, start_fleet, Guard};
+use common::{epicenter_log, free_port, get_json, get_text, get_with_headers, require, start_epicenter_with, start_fleet, Guard};
 
 const IN_CLICKHOUSE_URL: &str = "Userinfo-S3cret-7f3a";
 const IN_ENV: &str = "Env-S3cret-91c2";
@@ -284,6 +284,20 @@ fn a_live_run_with_failing_notifiers_shows_no_secret() {
     assert!(
         shown.contains(&format!("http://pager:xxxxx@127.0.0.1:{down}/")),
         "{shown}"
+    );
+    // A receiver that is down shows at once, with the cause in plain words (reqwest alone
+    // says `error sending request`), long before an event is given up.
+    let notifiers = get_json(&api, "/api/v1/notifiers");
+    for notifier in notifiers["data"].as_array().unwrap() {
+        assert!(notifier["errors"].as_u64().unwrap() >= 2, "{notifier}");
+        let last_error = notifier["lastError"].as_str().unwrap_or_default();
+        assert!(last_error.contains("Connection refused"), "{notifier}");
+    }
+    assert!(
+        log.lines()
+            .any(|line| line.contains("notification failed") && line.contains("Connection refused")),
+        "no cause in the failure lines: {}",
+        epicenter_log(&dir)
     );
     drop(guard);
     let _ = std::fs::remove_dir_all(&dir);

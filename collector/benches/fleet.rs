@@ -227,7 +227,7 @@ fn main() {
                 password_file: None,
                 tls: None,
             };
-            let server = Arc::new(ClickHouseStore::new(&config, None));
+            let server = Arc::new(ClickHouseStore::new(&config, None).unwrap());
             server.migrate(Duration::from_secs(86_400)).await.unwrap();
             tokio::spawn(run_writer(server, batching.clone(), inbox, stats.clone()))
         } else {

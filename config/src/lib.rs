@@ -22,7 +22,7 @@ use std::fmt;
 use serde::de::DeserializeOwned;
 
 pub use redact::{redacted_url, split_userinfo, MASK};
-pub use tls::TlsConfig;
+pub use tls::{ServerTlsConfig, TlsConfig};
 pub use units::{parse_duration, parse_size, ByteSize, PromDuration};
 
 /// A configuration problem: where (line and column when known, key path) and why.

@@ -1,9 +1,14 @@
 //! `tls_config`: the subset of Prometheus's TLS settings epicenter uses, for a scrape job's
 //! `tls_config` and for `storage.clickhouse.tls` (Prometheus configuration reference,
-//! `<tls_config>`). Files are PEM; [`TlsConfig::problems`] checks that they can be read.
+//! `<tls_config>`), and `server.tls` for epicenter's own HTTPS ([`ServerTlsConfig`], the
+//! shape of Prometheus's web configuration file). Files are PEM; `problems` checks that they
+//! can be read; [`TlsConfig::client_config`] and [`ServerTlsConfig::server_config`] build
+//! rustls configurations from them at start-up.
 
 use std::path::PathBuf;
 
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Deserialize;
 
 use crate::Problems;
@@ -57,5 +62,216 @@ impl TlsConfig {
             clean = false;
         }
         clean
+    }
+}
+
+// === impl TlsConfig: building rustls ===
+
+/// The rustls provider every TLS connection of epicenter uses: *ring*, the one reqwest's
+/// rustls already brings (one crypto library in the binary, not two).
+fn provider() -> std::sync::Arc<rustls::crypto::CryptoProvider> {
+    std::sync::Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The certificates of a PEM file, or an error naming `key` and the file: unreadable, not
+/// PEM, or no certificate in it.
+fn read_certificates(key: &str, path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let pem = std::fs::read(path).map_err(|error| format!("{key} '{}': {error}", path.display()))?;
+    let certificates = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| format!("{key} '{}': not a PEM certificate file ({error})", path.display()))?;
+    if certificates.is_empty() {
+        return Err(format!(
+            "{key} '{}': no PEM certificate in it (expected -----BEGIN CERTIFICATE-----)",
+            path.display()
+        ));
+    }
+    Ok(certificates)
+}
+
+/// The private key of a PEM file (PKCS#8, PKCS#1 or SEC1), or an error naming `key` and the
+/// file. The key's bytes never appear in an error.
+fn read_private_key(key: &str, path: &std::path::Path) -> Result<PrivateKeyDer<'static>, String> {
+    let pem = std::fs::read(path).map_err(|error| format!("{key} '{}': {error}", path.display()))?;
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|_| {
+        format!(
+            "{key} '{}': no PEM private key in it (PKCS#8, PKCS#1 or SEC1, e.g. -----BEGIN PRIVATE KEY-----)",
+            path.display()
+        )
+    })
+}
+
+impl TlsConfig {
+    /// A rustls client configuration (TLS 1.2 and 1.3, *ring*) for connecting to a server
+    /// under these settings: the system's roots (`rustls-native-certs`: `SSL_CERT_FILE`,
+    /// `SSL_CERT_DIR`, else the distribution's bundle) plus every certificate in `ca_file`;
+    /// `cert_file` and `key_file` presented when the server asks for a client certificate;
+    /// with `insecure_skip_verify`, any chain and host name are accepted (the handshake's
+    /// signatures are still checked). ALPN is left to the caller.
+    ///
+    /// Errors name the key and file that cannot be read or parsed (`ca_file
+    /// '/etc/ca.pem': no PEM certificate in it`), or a certificate that does not match its
+    /// key. Reads the PEM files and the system's roots: call at start-up.
+    pub fn client_config(&self) -> Result<rustls::ClientConfig, String> {
+        let builder = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|error| format!("TLS: {error}"))?;
+        let builder = if self.insecure_skip_verify {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(std::sync::Arc::new(AnyServerCertificate(provider())))
+        } else {
+            let mut roots = rustls::RootCertStore::empty();
+            // Unreadable system roots are not an error here: a ca_file may be all that is
+            // needed, and a server signed by neither fails its handshake with rustls's words.
+            let native = rustls_native_certs::load_native_certs();
+            roots.add_parsable_certificates(native.certs);
+            if let Some(path) = &self.ca_file {
+                for certificate in read_certificates("ca_file", path)? {
+                    roots
+                        .add(certificate)
+                        .map_err(|error| format!("ca_file '{}': {error}", path.display()))?;
+                }
+            }
+            builder.with_root_certificates(roots)
+        };
+        match (&self.cert_file, &self.key_file) {
+            (Some(cert), Some(key)) => builder
+                .with_client_auth_cert(read_certificates("cert_file", cert)?, read_private_key("key_file", key)?)
+                .map_err(|error| {
+                    format!(
+                        "cert_file '{}' / key_file '{}': {error} (key_file must hold the private key of cert_file's certificate)",
+                        cert.display(),
+                        key.display()
+                    )
+                }),
+            _ => Ok(builder.with_no_client_auth()),
+        }
+    }
+}
+
+/// `insecure_skip_verify`: accepts any server certificate and name, but still checks that
+/// the server holds the key of the certificate it sent (the handshake signatures).
+#[derive(Debug)]
+struct AnyServerCertificate(std::sync::Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyServerCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        certificate: &CertificateDer<'_>,
+        signature: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            certificate,
+            signature,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        certificate: &CertificateDer<'_>,
+        signature: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            certificate,
+            signature,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// `server.tls`: HTTPS for a server of epicenter's, in the shape of Prometheus's web
+/// configuration file (`tls_server_config`: `cert_file`, `key_file`, `client_ca_file`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerTlsConfig {
+    /// PEM certificate chain the server presents (its own certificate first).
+    pub cert_file: PathBuf,
+    /// PEM private key of `cert_file` (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: PathBuf,
+    /// PEM CA certificates: when set, every client must present a certificate signed by one
+    /// of them (Prometheus's `client_auth_type: RequireAndVerifyClientCert`).
+    #[serde(default)]
+    pub client_ca_file: Option<PathBuf>,
+}
+
+impl ServerTlsConfig {
+    /// Records files that cannot be read under key path `prefix` (e.g. `server.tls`). Reads
+    /// file metadata only. Returns whether it found none.
+    pub fn problems(&self, prefix: &str, problems: &mut Problems) -> bool {
+        let mut clean = true;
+        for (key, path) in [
+            ("cert_file", Some(&self.cert_file)),
+            ("key_file", Some(&self.key_file)),
+            ("client_ca_file", self.client_ca_file.as_ref()),
+        ] {
+            if let Some(path) = path {
+                if let Err(error) = std::fs::metadata(path) {
+                    problems.push(
+                        format!("{prefix}.{key}"),
+                        format!("cannot read '{}': {error}", path.display()),
+                    );
+                    clean = false;
+                }
+            }
+        }
+        clean
+    }
+
+    /// The rustls server configuration (TLS 1.2 and 1.3, *ring*, ALPN `http/1.1`): the
+    /// certificate chain and key, and client certificate verification against
+    /// `client_ca_file` when set. Errors name the key and file (unreadable, not PEM, a key
+    /// that does not match the certificate). Reads the files: call at start-up.
+    pub fn server_config(&self) -> Result<rustls::ServerConfig, String> {
+        let builder = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|error| format!("TLS: {error}"))?;
+        let builder = match &self.client_ca_file {
+            Some(path) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for certificate in read_certificates("client_ca_file", path)? {
+                    roots
+                        .add(certificate)
+                        .map_err(|error| format!("client_ca_file '{}': {error}", path.display()))?;
+                }
+                let verifier =
+                    rustls::server::WebPkiClientVerifier::builder_with_provider(std::sync::Arc::new(roots), provider())
+                        .build()
+                        .map_err(|error| format!("client_ca_file '{}': {error}", path.display()))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+            None => builder.with_no_client_auth(),
+        };
+        let chain = read_certificates("cert_file", &self.cert_file)?;
+        let key = read_private_key("key_file", &self.key_file)?;
+        let mut config = builder.with_single_cert(chain, key).map_err(|error| {
+            format!(
+                "cert_file '{}' / key_file '{}': {error} (key_file must hold the private key of cert_file's certificate)",
+                self.cert_file.display(),
+                self.key_file.display()
+            )
+        })?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(config)
     }
 }

@@ -31,6 +31,39 @@ pub struct NotifierStats {
     pub failed: AtomicU64,
     /// Events dropped because the queue was full.
     pub dropped: AtomicU64,
+    /// Attempts that failed (each retry counts; Prometheus's
+    /// `prometheus_notifications_errors_total` counts the same way), so a receiver that is
+    /// down shows at once, not only when an event is given up 10 minutes later.
+    pub errors: AtomicU64,
+    /// The last failure, as logged (no URL, so no secret).
+    pub last_error: std::sync::Mutex<Option<String>>,
+}
+
+impl NotifierStats {
+    fn record_error(&self, error: String) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = Some(error);
+        }
+    }
+}
+
+/// `error` and its causes, outermost first, without the URL (a webhook's key is often in its
+/// query): `error sending request: client error (Connect): tcp connect error: Connection
+/// refused (os error 111)` where reqwest alone says `error sending request`.
+fn describe(error: reqwest::Error) -> String {
+    let error = error.without_url();
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(&error);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// The running notifiers.
@@ -98,6 +131,8 @@ impl Notifiers {
                     "sent": stats.sent.load(Ordering::Relaxed),
                     "failed": stats.failed.load(Ordering::Relaxed),
                     "dropped": stats.dropped.load(Ordering::Relaxed),
+                    "errors": stats.errors.load(Ordering::Relaxed),
+                    "lastError": stats.last_error.lock().ok().and_then(|last| last.clone()),
                 })
             })
             .collect()
@@ -332,16 +367,18 @@ async fn deliver(
             }
             Ok(response) if response.status().is_client_error() => {
                 tracing::error!(notifier = %config.name, status = %response.status(), "notification refused; not retried");
+                stats.record_error(format!("HTTP {}", response.status()));
                 stats.failed.fetch_add(1, Ordering::Relaxed);
                 return;
             }
             Ok(response) => {
-                tracing::warn!(notifier = %config.name, attempt, status = %response.status(), "notification failed")
+                tracing::warn!(notifier = %config.name, attempt, status = %response.status(), "notification failed");
+                stats.record_error(format!("HTTP {}", response.status()));
             }
             Err(error) => {
-                // Without its URL: a webhook's key is often in its query.
-                let error = error.without_url();
-                tracing::warn!(notifier = %config.name, attempt, %error, "notification failed")
+                let error = describe(error);
+                tracing::warn!(notifier = %config.name, attempt, %error, "notification failed");
+                stats.record_error(error);
             }
         }
         let jitter = rand::rng().random_range(0.0..0.5);

@@ -68,7 +68,7 @@ impl Store {
     pub fn open(config: &StorageConfig, runtime: &tokio::runtime::Runtime) -> Result<Store, OpenError> {
         if let Some(clickhouse) = &config.clickhouse {
             let password = clickhouse.password().map_err(OpenError::Config)?;
-            let store = ClickHouseStore::new(clickhouse, password);
+            let store = ClickHouseStore::new(clickhouse, password).map_err(OpenError::Config)?;
             runtime
                 .block_on(store.migrate(config.retention()))
                 .map_err(|error| OpenError::Failed(format!("creating the schema: {error}")))?;
@@ -91,7 +91,8 @@ impl Store {
     pub fn open_existing(config: &StorageConfig, _runtime: &tokio::runtime::Runtime) -> Result<Store, OpenError> {
         if let Some(clickhouse) = &config.clickhouse {
             let password = clickhouse.password().map_err(OpenError::Config)?;
-            return Ok(Store::Server(Arc::new(ClickHouseStore::new(clickhouse, password))));
+            let store = ClickHouseStore::new(clickhouse, password).map_err(OpenError::Config)?;
+            return Ok(Store::Server(Arc::new(store)));
         }
         {
             let path = config.embedded_path();

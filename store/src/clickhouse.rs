@@ -64,13 +64,53 @@ const PERMANENT: &[&str] = &[
     "READONLY",
 ];
 
+/// TCP keep-alive and idle-connection lifetime of the HTTP client: the `clickhouse` crate's
+/// own defaults (60 s; 2 s, under the server's 3 s `keep_alive_timeout`).
+const TCP_KEEPALIVE: Duration = Duration::from_secs(60);
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A `clickhouse` client over hyper: plain HTTP, or rustls when the URL is `https://` or
+/// `tls` is set (then plain `http://` URLs still work, as hyper-rustls's `https_or_http`).
+fn http_client(config: &ClickHouseConfig) -> Result<clickhouse::Client, String> {
+    use hyper_util::client::legacy::{connect::HttpConnector, Client};
+    use hyper_util::rt::TokioExecutor;
+    let mut connector = HttpConnector::new();
+    connector.set_keepalive(Some(TCP_KEEPALIVE));
+    let Some(tls) = config.tls_client_config()? else {
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .build(connector);
+        return Ok(clickhouse::Client::with_http_client(client));
+    };
+    connector.enforce_http(false);
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(connector);
+    let client = Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .build(connector);
+    Ok(clickhouse::Client::with_http_client(client))
+}
+
 impl ClickHouseStore {
     /// A client for `config` (password already read, see [`ClickHouseConfig::password`]),
     /// with LZ4-compressed inserts. Credentials in the URL's userinfo
     /// (`http://user:password@host:8123`) are sent as the user and password (the
     /// `X-ClickHouse-User` and `X-ClickHouse-Key` headers, as the `clickhouse` crate does),
     /// never as part of the URL; a user there overrides `user`, a password `password`.
-    pub fn new(config: &ClickHouseConfig, password: Option<Secret>) -> ClickHouseStore {
+    ///
+    /// An `https://` URL is reached over TLS (rustls, TLS 1.2 and 1.3) under `config.tls`
+    /// (Prometheus's `tls_config`): the system's roots plus `ca_file`, a client certificate
+    /// from `cert_file`/`key_file`, or `insecure_skip_verify`. ClickHouse serves HTTPS on
+    /// port 8443 by default (`https_port`).
+    ///
+    /// # Errors
+    /// A TLS file that cannot be read or parsed, named with its key path
+    /// (`storage.clickhouse.tls.ca_file '/etc/ca.pem': no PEM certificate in it`). Reads the
+    /// TLS files and the system's roots when the URL is `https://` or `tls` is set.
+    pub fn new(config: &ClickHouseConfig, password: Option<Secret>) -> Result<ClickHouseStore, String> {
         let (userinfo, url) = split_userinfo(&config.url);
         let (user, password) = match userinfo {
             Some((user, in_url)) => (
@@ -79,23 +119,37 @@ impl ClickHouseStore {
             ),
             None => (config.user.clone(), password),
         };
-        let mut client = clickhouse::Client::default()
+        let mut client = http_client(config)?
             .with_url(url)
             .with_user(user)
             .with_compression(clickhouse::Compression::Lz4);
         if let Some(password) = password {
             client = client.with_password(password.expose());
         }
-        ClickHouseStore {
+        Ok(ClickHouseStore {
             client,
             database: config.database.clone(),
             // For errors, Debug and Display: never the credentials a URL may carry.
             url: redacted_url(&config.url),
-        }
+        })
     }
 
     fn error(&self, error: clickhouse::error::Error) -> ClickHouseError {
-        let message = error.to_string();
+        // With its causes: hyper says only `client error (Connect)`; what failed (refused,
+        // a certificate nobody trusts) is in the chain.
+        let mut message = error.to_string();
+        let mut source = std::error::Error::source(&error);
+        while let Some(cause) = source {
+            let cause_text = cause.to_string();
+            if !message.contains(&cause_text) {
+                message.push_str(": ");
+                message.push_str(&cause_text);
+            }
+            source = cause.source();
+        }
+        if message.contains("UnknownIssuer") {
+            message.push_str(" (the server's certificate is not signed by a trusted CA: put its CA in storage.clickhouse.tls.ca_file)");
+        }
         let retryable = match &error {
             clickhouse::error::Error::Network(_) | clickhouse::error::Error::TimedOut => true,
             clickhouse::error::Error::BadResponse(text) => !PERMANENT.iter().any(|name| text.contains(name)),
@@ -188,7 +242,7 @@ mod tests {
             }
             request_lines
         });
-        let store = ClickHouseStore::new(&config(url, "default"), None);
+        let store = ClickHouseStore::new(&config(url, "default"), None).unwrap();
         assert_eq!(store.query_read_only("SELECT 1", "TabSeparated").await.unwrap(), b"1\n");
         assert_eq!(store.query("SELECT 1", "TabSeparated").await.unwrap(), b"1\n");
         let lines = server.await.unwrap();
@@ -227,7 +281,7 @@ mod tests {
         let address = listener.local_addr().unwrap();
         let server = tokio::spawn(one_request(listener));
         let url = format!("http://reader:p%40ss-w0rd@{address}");
-        let store = ClickHouseStore::new(&config(url, "default"), Some(Secret::new("from-env".into())));
+        let store = ClickHouseStore::new(&config(url, "default"), Some(Secret::new("from-env".into()))).unwrap();
         assert_eq!(store.query("SELECT 1", "TabSeparated").await.unwrap(), b"1\n");
         let request = server.await.unwrap().to_ascii_lowercase();
         assert!(request.contains("x-clickhouse-user: reader\r\n"), "{request}");
@@ -255,7 +309,8 @@ mod tests {
         let store = ClickHouseStore::new(
             &config(format!("http://{address}"), "writer"),
             Some(Secret::new("from-env".into())),
-        );
+        )
+        .unwrap();
         assert_eq!(store.query("SELECT 1", "TabSeparated").await.unwrap(), b"1\n");
         let request = server.await.unwrap().to_ascii_lowercase();
         assert!(request.contains("x-clickhouse-user: writer\r\n"), "{request}");

@@ -111,17 +111,15 @@ impl StorageConfig {
         }
     }
 
-    /// Settings this build accepts but cannot act on, as sentences for warnings.
+    /// Settings that are accepted but probably not what was meant, as sentences for
+    /// warnings: `storage.clickhouse.tls` with an `http://` URL (the connection is not
+    /// encrypted; ClickHouse serves HTTPS on another port, 8443 by default).
     pub fn warnings(&self) -> Vec<String> {
         let mut warnings = Vec::new();
         if let Some(clickhouse) = &self.clickhouse {
-            if clickhouse.tls.is_some() {
-                warnings
-                    .push("storage.clickhouse.tls: not used yet (no TLS towards ClickHouse in this build)".to_string());
-            }
-            if clickhouse.url.starts_with("https://") {
+            if clickhouse.tls.is_some() && clickhouse.url.starts_with("http://") {
                 warnings.push(format!(
-                    "storage.clickhouse.url: '{}' needs TLS, which this build's ClickHouse client lacks; writes will fail (use the http:// port, 8123 by default, through a TLS-terminating proxy if needed)",
+                    "storage.clickhouse.tls: set, but the url '{}' is http://, so the connection is not encrypted (ClickHouse serves HTTPS on its https_port, 8443 by default: use an https:// URL)",
                     redacted_url(&clickhouse.url)
                 ));
             }
@@ -187,6 +185,22 @@ impl ClickHouseConfig {
             file_key: "storage.clickhouse.password_file",
             file: self.password_file.as_deref(),
         })
+    }
+}
+
+impl ClickHouseConfig {
+    /// The TLS client configuration for this server: `Some` when the URL is `https://` or
+    /// `tls` is set (`epicenter_config::TlsConfig::client_config`), `None` for plain HTTP.
+    /// I/O: reads the PEM files and the system's roots; call at start-up. Errors name the key
+    /// path and the file (`storage.clickhouse.tls.ca_file '/x.pem': …`).
+    pub fn tls_client_config(&self) -> Result<Option<rustls::ClientConfig>, String> {
+        if !(self.url.starts_with("https://") || self.tls.is_some()) {
+            return Ok(None);
+        }
+        let tls = self.tls.clone().unwrap_or_default();
+        tls.client_config()
+            .map(Some)
+            .map_err(|error| format!("storage.clickhouse.tls.{error}"))
     }
 }
 

@@ -20,6 +20,10 @@ pub struct ServerConfig {
     /// File holding the bearer token (trailing newline ignored).
     #[serde(default)]
     pub bearer_token_file: Option<std::path::PathBuf>,
+    /// HTTPS: `cert_file`, `key_file` and optionally `client_ca_file` (client certificates
+    /// required), as in Prometheus's web configuration file. Plain HTTP when absent.
+    #[serde(default)]
+    pub tls: Option<epicenter_config::ServerTlsConfig>,
 }
 
 impl Default for ServerConfig {
@@ -28,6 +32,7 @@ impl Default for ServerConfig {
             listen_address: default_listen_address(),
             bearer_token_env: None,
             bearer_token_file: None,
+            tls: None,
         }
     }
 }
@@ -54,8 +59,21 @@ impl ServerConfig {
         }
     }
 
-    /// Records a `listen_address` that is not `ip:port`, and both token sources set.
+    /// The rustls configuration of `server.tls` (I/O: reads the PEM files; call at
+    /// start-up). `Ok(None)` for plain HTTP. Errors name the key path and the file.
+    pub fn tls_server_config(&self) -> Result<Option<rustls::ServerConfig>, String> {
+        self.tls
+            .as_ref()
+            .map(|tls| tls.server_config().map_err(|error| format!("server.tls.{error}")))
+            .transpose()
+    }
+
+    /// Records a `listen_address` that is not `ip:port`, both token sources set, and
+    /// `server.tls` files that cannot be read.
     pub fn problems(&self, problems: &mut Problems) {
+        if let Some(tls) = &self.tls {
+            tls.problems("server.tls", problems);
+        }
         if self.bearer_token_env.is_some() && self.bearer_token_file.is_some() {
             problems.push("server", "set either bearer_token_env or bearer_token_file, not both");
         }

@@ -1,6 +1,7 @@
 //! epicenter's own HTTP server (axum): its metrics at `/metrics`, `/healthz`, `/readyz`, and
 //! the API an investigation reads while the incident is on (`/api/v1/targets`,
-//! `/api/v1/verdicts`, `/api/v1/graph`, `/api/v1/notifiers`).
+//! `/api/v1/verdicts`, `/api/v1/graph`, `/api/v1/notifiers`), over plain HTTP or TLS
+//! (`server.tls`, [`tls`]).
 //!
 //! **Enters:** scrape outcomes (for its own metrics, [`telemetry::Telemetry::observe`]), the
 //! collector's target health, the live detector's judgements ([`api::AppState::publish`]),
@@ -12,6 +13,8 @@ pub mod api;
 pub mod config;
 pub mod status;
 pub mod telemetry;
+pub mod tls;
 
 pub use api::{app, AppState, VerdictBook};
 pub use telemetry::Telemetry;
+pub use tls::{serve, start};
