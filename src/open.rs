@@ -23,11 +23,11 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
 }
 
 /// Prints why a store could not be opened and picks the exit status.
-fn refused(error: OpenError) -> ExitCode {
+pub(crate) fn refused(error: OpenError) -> ExitCode {
     eprintln!("error: {error}");
     match error {
         OpenError::Config(_) => ExitCode::from(EXIT_CONFIG),
-        OpenError::Failed(_) => ExitCode::from(1),
+        OpenError::Failed(_) | OpenError::Held(_) => ExitCode::from(1),
     }
 }
 

@@ -94,6 +94,10 @@ pub(crate) async fn serve(
         Ok(started) => started,
         Err(error) => return config_error(&error),
     };
+    let live_sql = match store.serve_sql(&config.storage, shutdown.clone()).await {
+        Ok(live_sql) => live_sql,
+        Err(error) => return config_error(&error),
+    };
     let spool = match config.storage.spool().as_ref().map(Spool::open).transpose() {
         Ok(spool) => spool,
         Err(error) => return config_error(&format!("storage.spool: {error}")),
@@ -137,13 +141,16 @@ pub(crate) async fn serve(
     }
     drop(sender);
     eprintln!(
-        "epicenter: scraping {} (plus any file_sd targets) into {}; own endpoints on {bound} ({})",
+        "epicenter: scraping {} (plus any file_sd targets) into {}; own endpoints on {bound}{} ({})",
         if target_count == 1 {
             "1 static target".to_string()
         } else {
             format!("{target_count} static targets")
         },
         store.describe(&config.storage),
+        live_sql
+            .as_ref()
+            .map_or(String::new(), |live| format!("; SQL on {}", live.url)),
         match run_for {
             Some(duration) => format!("stopping after {duration:?}"),
             None => "Ctrl-C stops".to_string(),
@@ -191,6 +198,9 @@ pub(crate) async fn serve(
     let _ = writer.await;
     flushed.store(true, Ordering::SeqCst);
     let _ = server.await;
+    if let Some(live) = live_sql {
+        let _ = live.task.await;
+    }
     let count = crate::style::count;
     eprintln!(
         "epicenter: stopped ({stopped_by}): {} and {} written, {} failed",

@@ -6,8 +6,9 @@ use std::process::ExitCode;
 
 use clap::Args;
 use epicenter_store::backend::is_read_only_refusal;
+use epicenter_store::{OpenError, Store};
 
-use crate::open::{open_existing, store_config};
+use crate::open::{refused, runtime, store_config};
 
 /// Arguments of `epicenter sql`.
 #[derive(Args, Debug)]
@@ -82,9 +83,28 @@ pub(crate) fn run(args: &SqlArgs) -> ExitCode {
         Ok(config) => config,
         Err(code) => return code,
     };
-    let (runtime, store) = match open_existing(&config) {
-        Ok(opened) => opened,
+    let runtime = match runtime() {
+        Ok(runtime) => runtime,
         Err(code) => return code,
+    };
+    // A store held by a running epicenter is asked through that epicenter's live endpoint.
+    let (store, place) = match Store::open_existing(&config.storage, &runtime) {
+        Ok(store) => {
+            let place = store.describe(&config.storage);
+            (store, place)
+        }
+        Err(OpenError::Held(held)) => match Store::open_live(&config.storage) {
+            Ok(_) if args.write => {
+                eprintln!("error: {held}; its live SQL endpoint only reads, so --write needs that process stopped");
+                return ExitCode::from(1);
+            }
+            Ok((store, url)) => (store, format!("the running epicenter's live endpoint at {url}")),
+            Err(error) => {
+                eprintln!("error: {held}; {error}");
+                return ExitCode::from(1);
+            }
+        },
+        Err(error) => return refused(error),
     };
     let answer = if args.write {
         store.query(&runtime, &query, &args.format)
@@ -107,16 +127,12 @@ pub(crate) fn run(args: &SqlArgs) -> ExitCode {
         }
         Err(message) if !args.write && is_read_only_refusal(&message) => {
             eprintln!(
-                "error: `epicenter sql` only reads: this query would write, change a setting or call a table function (add --write to allow writes and settings); {} said: {message}",
-                store.describe(&config.storage)
+                "error: `epicenter sql` only reads: this query would write, change a setting or call a table function (add --write to allow writes and settings); {place} said: {message}"
             );
             ExitCode::from(1)
         }
         Err(message) => {
-            eprintln!(
-                "error: the query failed; {} said: {message}",
-                store.describe(&config.storage)
-            );
+            eprintln!("error: the query failed; {place} said: {message}");
             ExitCode::from(1)
         }
     }

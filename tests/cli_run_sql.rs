@@ -560,8 +560,8 @@ fn sql_with(args: &[&str], stdin: Option<&str>) -> (Option<i32>, String, String)
     )
 }
 
-/// While `run` holds the store, `sql` says who holds it, in its own words (no engine output);
-/// afterwards `sql` only reads unless given --write, and takes its query from an argument
+/// While `run` holds the store, `sql` reads through its live endpoint and, asked to write,
+/// says who holds it, in its own words (no engine output); afterwards `sql` only reads unless given --write, and takes its query from an argument
 /// that starts with a comment, a file or standard input.
 #[test]
 fn sql_names_the_holder_reads_only_and_takes_files_and_stdin() {
@@ -582,10 +582,19 @@ fn sql_names_the_holder_reads_only_and_takes_files_and_stdin() {
         .spawn()
         .unwrap();
     wait_until("a scrape", || scrapes_so_far(&server, "backend", "up") >= 1);
-    let (code, _, stderr) = sql_with(&["--config", config_arg, "SELECT 1"], None);
+    // While `run` holds the store, `sql` reads it through run's live endpoint (the default
+    // user on loopback)...
+    let (code, stdout, stderr) = sql_with(
+        &["--config", config_arg, "--format", "TabSeparated", "SELECT 41 + 1"],
+        None,
+    );
+    assert_eq!((code, stdout.as_str()), (Some(0), "42\n"), "{stderr}");
+    // ...and a write says who holds it, in epicenter's own words (no engine output).
+    let (code, _, stderr) = sql_with(&["--config", config_arg, "--write", "SELECT 1"], None);
     assert_eq!(code, Some(1), "{stderr}");
     let holder = format!("is held by `epicenter run --config {config_arg}` (pid {})", child.id());
     assert!(stderr.contains(&holder), "{stderr}");
+    assert!(stderr.contains("its live SQL endpoint only reads"), "{stderr}");
     assert!(
         !stderr.contains("Code: 76") && !stderr.contains("DB::Exception"),
         "{stderr}"

@@ -14,7 +14,9 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{epicenter_log, free_port, get_json, get_text, get_with_headers, require, start_epicenter_with, start_fleet, Guard};
+use common::{
+    epicenter_log, free_port, get_json, get_text, get_with_headers, require, start_epicenter_with, start_fleet, Guard,
+};
 
 const IN_CLICKHOUSE_URL: &str = "Userinfo-S3cret-7f3a";
 const IN_ENV: &str = "Env-S3cret-91c2";

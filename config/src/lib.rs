@@ -175,6 +175,19 @@ impl Secret {
     pub fn expose(&self) -> &str {
         &self.0
     }
+
+    /// Whether `given` is this secret, compared in time that depends on the lengths only
+    /// (not on where the first difference is), for checking a password or token a client
+    /// sent.
+    pub fn matches(&self, given: &str) -> bool {
+        let expected = self.0.as_bytes();
+        given.len() == expected.len()
+            && given
+                .bytes()
+                .zip(expected)
+                .fold(0u8, |differences, (a, b)| differences | (a ^ b))
+                == 0
+    }
 }
 
 /// Where a secret is read from: the config keys that name an environment variable and a

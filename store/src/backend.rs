@@ -32,12 +32,15 @@ pub enum OpenError {
     Config(String),
     /// The store could not be opened or migrated, or is not an epicenter store: exit 1.
     Failed(String),
+    /// The embedded store is held by another process (a running `epicenter run` or `demo`,
+    /// whose live SQL endpoint [`Store::open_live`] reaches): exit 1.
+    Held(String),
 }
 
 impl fmt::Display for OpenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            OpenError::Config(message) | OpenError::Failed(message) => f.write_str(message),
+            OpenError::Config(message) | OpenError::Failed(message) | OpenError::Held(message) => f.write_str(message),
         }
     }
 }
@@ -60,6 +63,25 @@ impl Store {
             (Store::Server(sink), Some(spool)) => run_spooled_writer(sink, limits, inbox, stats, spool).await,
             (Store::Embedded(sink), None) => run_writer(sink, limits, inbox, stats).await,
             (Store::Server(sink), None) => run_writer(sink, limits, inbox, stats).await,
+        }
+    }
+
+    /// Serves this store's live SQL endpoint ([`crate::endpoint::serve`]) under
+    /// `config.http` until `shutdown` changes. `Ok(None)` for a ClickHouse server (query the
+    /// server itself) or when the endpoint is off.
+    ///
+    /// # Errors
+    /// As [`crate::endpoint::serve`]: a sentence naming the key path.
+    pub async fn serve_sql(
+        &self,
+        config: &StorageConfig,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<Option<crate::endpoint::LiveEndpoint>, String> {
+        match self {
+            Store::Embedded(_) => {
+                crate::endpoint::serve(&config.embedded_path(), EMBEDDED_DATABASE, &config.http, shutdown).await
+            }
+            Store::Server(_) => Ok(None),
         }
     }
 
@@ -111,13 +133,54 @@ impl Store {
                     path.display()
                 )));
             }
-            let store =
-                EmbeddedStore::open(&path, EMBEDDED_DATABASE).map_err(|error| OpenError::Failed(error.to_string()))?;
+            let store = EmbeddedStore::open(&path, EMBEDDED_DATABASE).map_err(|error| match error {
+                crate::chdb::ChdbError::Held { .. } => OpenError::Held(error.to_string()),
+                error => OpenError::Failed(error.to_string()),
+            })?;
             store
                 .use_database()
                 .map_err(|error| OpenError::Failed(format!("embedded store at {}: {error}", path.display())))?;
             Ok(Store::Embedded(Arc::new(store)))
         }
+    }
+
+    /// The live SQL endpoint ([`crate::endpoint`]) of the epicenter that holds the embedded
+    /// store `config` names, as a store to query (read-only), and its URL: the address that
+    /// epicenter wrote into the store's directory, else `storage.http.listen_address` when
+    /// configured; the first of `storage.http.users` (its password read now), else
+    /// `default` without a password.
+    ///
+    /// # Errors
+    /// [`OpenError::Failed`] when no endpoint is known (it is off, or the holder is not an
+    /// epicenter that serves one), [`OpenError::Config`] for a password that cannot be read.
+    pub fn open_live(config: &StorageConfig) -> Result<(Store, String), OpenError> {
+        let path = config.embedded_path();
+        let url = crate::endpoint::advertised(&path)
+            .or_else(|| config.http.listen_address.as_ref().filter(|address| !address.trim().is_empty()).map(|address| format!("http://{address}")))
+            .ok_or_else(|| {
+                OpenError::Failed(format!(
+                    "its holder serves no live SQL endpoint for it (no {} in {}; storage.http.listen_address turns it on)",
+                    crate::endpoint::ENDPOINT_FILE,
+                    path.display()
+                ))
+            })?;
+        let (user, password) = config
+            .http
+            .credentials()
+            .map_err(OpenError::Config)?
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| ("default".to_string(), None));
+        let server = crate::config::ClickHouseConfig {
+            url: url.clone(),
+            database: EMBEDDED_DATABASE.to_string(),
+            user,
+            password_env: None,
+            password_file: None,
+            tls: None,
+        };
+        let store = ClickHouseStore::new(&server, password).map_err(OpenError::Config)?;
+        Ok((Store::Server(Arc::new(store)), url))
     }
 
     /// Runs a query and returns its output in `format` (any ClickHouse output format).

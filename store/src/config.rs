@@ -28,6 +28,10 @@ pub struct StorageConfig {
     /// default, in `spool` inside the embedded path.
     #[serde(default)]
     pub spool: crate::spool::SpoolSettings,
+    /// The live store's ClickHouse HTTP interface (`crate::endpoint`), served by `run` and
+    /// `demo` beside the embedded store they write.
+    #[serde(default)]
+    pub http: HttpConfig,
 }
 
 impl StorageConfig {
@@ -57,6 +61,7 @@ impl StorageConfig {
             problems.push("storage", "set either embedded or clickhouse, not both");
         }
         self.spool.problems(problems);
+        self.http.problems(problems);
         let Some(clickhouse) = &self.clickhouse else {
             return;
         };
@@ -125,6 +130,123 @@ impl StorageConfig {
             }
         }
         warnings
+    }
+}
+
+/// `storage.http`: the ClickHouse HTTP interface of the embedded store while `run` or `demo`
+/// holds it (`crate::endpoint`), read-only, for `epicenter sql`, curl, ClickHouse clients
+/// and Grafana's ClickHouse data source.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    /// `ip:port` to listen on; an empty string turns the endpoint off. Not served for
+    /// `storage.clickhouse` (query that server). Default `127.0.0.1:9465` (loopback only),
+    /// or, when another process holds that port, a free loopback port (warned about, and
+    /// written where `epicenter sql` finds it); a configured address that cannot be bound
+    /// is an error.
+    #[serde(default)]
+    pub listen_address: Option<String>,
+    /// Who may query. Empty (the default): the user `default` without a password, allowed
+    /// only while `listen_address` is a loopback address, as ClickHouse's own `default`
+    /// user is.
+    #[serde(default)]
+    pub users: Vec<HttpUser>,
+}
+
+/// Where the live endpoint listens unless `storage.http.listen_address` says otherwise.
+pub const DEFAULT_HTTP_LISTEN_ADDRESS: &str = "127.0.0.1:9465";
+
+/// `storage.http.users[]`: a name and where its password is read from.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpUser {
+    /// User name, as a client sends it (`X-ClickHouse-User`, HTTP basic auth, `user=`).
+    pub name: String,
+    /// Environment variable holding the password.
+    #[serde(default)]
+    pub password_env: Option<String>,
+    /// File holding the password (trailing newline ignored).
+    #[serde(default)]
+    pub password_file: Option<PathBuf>,
+}
+
+impl HttpConfig {
+    /// The address to listen on: the configured one, else [`DEFAULT_HTTP_LISTEN_ADDRESS`].
+    pub fn address(&self) -> &str {
+        self.listen_address.as_deref().unwrap_or(DEFAULT_HTTP_LISTEN_ADDRESS)
+    }
+
+    /// Whether the endpoint is served (`listen_address` not empty).
+    pub fn enabled(&self) -> bool {
+        !self.address().trim().is_empty()
+    }
+
+    /// The users and their passwords (I/O: reads them; call at start-up): `[("default",
+    /// None)]` when none are configured. Errors name the key path, never the value.
+    pub fn credentials(&self) -> Result<Vec<(String, Option<Secret>)>, String> {
+        if self.users.is_empty() {
+            return Ok(vec![("default".to_string(), None)]);
+        }
+        self.users
+            .iter()
+            .enumerate()
+            .map(|(index, user)| {
+                let env_key = format!("storage.http.users[{index}].password_env");
+                let file_key = format!("storage.http.users[{index}].password_file");
+                let password = epicenter_config::read_secret(epicenter_config::SecretSource {
+                    env_key: &env_key,
+                    env: user.password_env.as_deref(),
+                    file_key: &file_key,
+                    file: user.password_file.as_deref(),
+                })?;
+                match password {
+                    Some(password) if password.expose().is_empty() => Err(format!(
+                        "storage.http.users[{index}]: the password of '{}' is empty (an empty password would let anyone in)",
+                        user.name
+                    )),
+                    password => Ok((user.name.clone(), password)),
+                }
+            })
+            .collect()
+    }
+
+    /// Records an address that is not `ip:port`, users without a name or a password or named
+    /// twice, and a non-loopback address without users (the anonymous `default` user is
+    /// for loopback only).
+    pub fn problems(&self, problems: &mut Problems) {
+        if !self.enabled() {
+            return;
+        }
+        match self.address().parse::<std::net::SocketAddr>() {
+            Err(_) => problems.push(
+                "storage.http.listen_address",
+                format!(
+                    "'{}' is not an address to listen on (ip:port, e.g. 127.0.0.1:9465; an empty string turns the endpoint off)",
+                    self.address()
+                ),
+            ),
+            Ok(address) if !address.ip().is_loopback() && self.users.is_empty() => problems.push(
+                "storage.http.users",
+                format!(
+                    "listening on {address}, beyond loopback, needs users with passwords (the user 'default' without a password is allowed on 127.0.0.1 only)"
+                ),
+            ),
+            Ok(_) => {}
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (index, user) in self.users.iter().enumerate() {
+            let key = format!("storage.http.users[{index}]");
+            if user.name.is_empty() {
+                problems.push(format!("{key}.name"), "must not be empty");
+            } else if !seen.insert(user.name.as_str()) {
+                problems.push(format!("{key}.name"), format!("'{}' is listed twice", user.name));
+            }
+            match (&user.password_env, &user.password_file) {
+                (None, None) => problems.push(key, "needs password_env or password_file"),
+                (Some(_), Some(_)) => problems.push(key, "set either password_env or password_file, not both"),
+                _ => {}
+            }
+        }
     }
 }
 
@@ -368,6 +490,49 @@ mod tests {
             error.contains("EPICENTER_TEST_SURELY_UNSET_VARIABLE is not set"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn the_live_endpoint_beyond_loopback_needs_users_with_passwords() {
+        let check = |yaml: &str| {
+            let config: HttpConfig = epicenter_config::from_yaml(yaml).unwrap();
+            let mut problems = Problems::default();
+            config.problems(&mut problems);
+            problems
+                .into_errors()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(check("{}"), "");
+        assert_eq!(check("listen_address: ''"), "");
+        assert!(
+            check("listen_address: 0.0.0.0:9465")
+                .contains("storage.http.users: listening on 0.0.0.0:9465, beyond loopback, needs users"),
+            "{}",
+            check("listen_address: 0.0.0.0:9465")
+        );
+        assert_eq!(
+            check("listen_address: 0.0.0.0:9465\nusers: [{name: grafana, password_env: X}]"),
+            ""
+        );
+        let both =
+            check("users: [{name: a, password_env: X}, {name: a}, {name: '', password_file: /p, password_env: Y}]");
+        assert!(
+            both.contains("storage.http.users[1].name: 'a' is listed twice"),
+            "{both}"
+        );
+        assert!(
+            both.contains("storage.http.users[1]: needs password_env or password_file"),
+            "{both}"
+        );
+        assert!(both.contains("storage.http.users[2].name: must not be empty"), "{both}");
+        assert!(
+            both.contains("storage.http.users[2]: set either password_env or password_file"),
+            "{both}"
+        );
+        assert!(check("listen_address: localhost").contains("'localhost' is not an address to listen on"));
     }
 
     #[test]

@@ -67,9 +67,20 @@ impl EmbeddedStore {
     }
 
     /// Runs a query with `database` as the current database (for the HTTP interface's
-    /// `database` parameter); the connection's current database is restored afterwards.
-    pub fn query_in(&self, database: Option<&str>, sql: &str, format: &str) -> Result<Vec<u8>, ChdbError> {
+    /// `database` parameter, a name the caller has checked) after the `bindings`
+    /// (`SET param_… = '…'` statements binding query parameters), all while holding the
+    /// connection; the connection's current database is restored afterwards.
+    pub fn query_in(
+        &self,
+        database: Option<&str>,
+        bindings: &[String],
+        sql: &str,
+        format: &str,
+    ) -> Result<Vec<u8>, ChdbError> {
         self.with_chdb(|chdb| {
+            for binding in bindings {
+                chdb.query(binding, "TabSeparated")?;
+            }
             let Some(database) = database else {
                 return chdb.query(sql, format);
             };

@@ -19,18 +19,119 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use axum::Router;
 
+use epicenter_config::Secret;
+
 use crate::embedded::EmbeddedStore;
 
 /// Largest request body accepted: one insert batch (the writer's `max_bytes` is 256 MiB by
 /// default; compressed it is smaller).
 pub const MAX_BODY_BYTES: usize = 1 << 30;
 
-/// Router answering ClickHouse HTTP requests on `/` from `store`.
+/// Who may ask what of one served store.
+struct Access {
+    store: Arc<EmbeddedStore>,
+    /// Users and passwords (`None`: no password); `None` for the test interface, which
+    /// asks no one.
+    users: Option<Vec<(String, Option<Secret>)>>,
+    /// Refuse inserts before they reach the engine (the engine's own `readonly = 1` on the
+    /// connection refuses everything else that writes).
+    read_only: bool,
+}
+
+/// Router answering ClickHouse HTTP requests on `/` from `store`, without authentication
+/// and with inserts: what the server-sink tests and the fault tests write through. Never
+/// exposed by `epicenter run` (see [`live_router`]).
 pub fn router(store: Arc<EmbeddedStore>) -> Router {
+    build(Access {
+        store,
+        users: None,
+        read_only: false,
+    })
+}
+
+/// Router of the live endpoint (`crate::endpoint`): every request but `/ping` must name one
+/// of `users` with its password (`X-ClickHouse-User`/`X-ClickHouse-Key`, HTTP basic auth,
+/// or the `user`/`password` parameters, as ClickHouse takes them), else HTTP 401 with code
+/// 516 (`AUTHENTICATION_FAILED`); inserts are refused with code 164 (`READONLY`). `store`
+/// must be a connection made read-only with [`EmbeddedStore::set_read_only`], which makes
+/// the engine refuse writes, DDL, settings and table functions (`file`, `url`, `remote`).
+pub fn live_router(store: Arc<EmbeddedStore>, users: Vec<(String, Option<Secret>)>) -> Router {
+    build(Access {
+        store,
+        users: Some(users),
+        read_only: true,
+    })
+}
+
+fn build(access: Access) -> Router {
     Router::new()
         .route("/", any(handle))
+        .route("/ping", any(|| async { "Ok.\n" }))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(store)
+        .with_state(Arc::new(access))
+}
+
+/// The user and password a request names, ClickHouse's three ways (headers first).
+fn credentials(headers: &HeaderMap, params: &HashMap<String, String>) -> (String, String) {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_string)
+    };
+    if let Some(user) = header("X-ClickHouse-User") {
+        return (user, header("X-ClickHouse-Key").unwrap_or_default());
+    }
+    let basic = header("Authorization")
+        .and_then(|value| {
+            let (scheme, encoded) = value.split_once(' ')?;
+            scheme.eq_ignore_ascii_case("basic").then(|| encoded.trim().to_string())
+        })
+        .and_then(|encoded| {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.decode(encoded).ok()
+        })
+        .and_then(|decoded| String::from_utf8(decoded).ok());
+    if let Some((user, password)) = basic.as_deref().and_then(|text| text.split_once(':')) {
+        return (user.to_string(), password.to_string());
+    }
+    (
+        params.get("user").cloned().unwrap_or_else(|| "default".to_string()),
+        params.get("password").cloned().unwrap_or_default(),
+    )
+}
+
+/// Whether `user` with `password` is one of `users` (a user without a password takes only
+/// the empty one). Compares every entry's password in constant time.
+fn authenticated(users: &[(String, Option<Secret>)], user: &str, password: &str) -> bool {
+    users.iter().any(|(name, expected)| {
+        name == user
+            && match expected {
+                Some(secret) => secret.matches(password),
+                None => password.is_empty(),
+            }
+    })
+}
+
+/// The statements that bind the request's `param_<name>` values as ClickHouse query
+/// parameters on the connection (`SET param_<name> = '<value>'`, the value a quoted
+/// string literal, so it is data to the engine, never query text), or an error for a name
+/// that is not an identifier. The engine parses each value by the type the query gives it
+/// (`{name:UInt32}`).
+fn parameter_statements(params: &HashMap<String, String>) -> Result<Vec<String>, String> {
+    let mut statements = Vec::new();
+    for (key, value) in params {
+        let Some(name) = key.strip_prefix("param_") else {
+            continue;
+        };
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return Err(format!(
+                "Code: 456. bad query parameter name '{name}': letters, digits and '_' only (BAD_QUERY_PARAMETER)"
+            ));
+        }
+        statements.push(format!("SET param_{name} = {}", crate::backend::quote(value)));
+    }
+    Ok(statements)
 }
 
 fn failure(message: &str) -> Response {
@@ -89,16 +190,30 @@ fn split_insert(statement: &str) -> Option<(String, String)> {
 }
 
 async fn handle(
-    State(store): State<Arc<EmbeddedStore>>,
+    State(access): State<Arc<Access>>,
     Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if params.keys().any(|name| name.starts_with("param_")) {
-        return failure("Code: 48. server-side query parameters are not supported by this endpoint");
+    if let Some(users) = &access.users {
+        let (user, password) = credentials(&headers, &params);
+        if !authenticated(users, &user, &password) {
+            let mut response = failure(&format!(
+                "Code: 516. DB::Exception: {user}: Authentication failed: password is incorrect, or there is no user with such name. (AUTHENTICATION_FAILED)"
+            ));
+            *response.status_mut() = StatusCode::UNAUTHORIZED;
+            return response;
+        }
     }
+    let store = access.store.clone();
     let query = params.get("query").cloned().unwrap_or_default();
     let decompress = params.get("decompress").is_some_and(|value| value == "1");
     let result = if let Some((insert, format)) = split_insert(&query) {
+        if access.read_only {
+            return failure(
+                "Code: 164. DB::Exception: epicenter's live endpoint only reads: cannot insert. (READONLY)",
+            );
+        }
         let data = if decompress {
             decompress_blocks(&body)
         } else {
@@ -126,7 +241,16 @@ async fn handle(
             .cloned()
             .unwrap_or_else(|| "TabSeparated".to_string());
         let database = params.get("database").cloned();
-        tokio::task::spawn_blocking(move || store.query_in(database.as_deref(), &statement, &format))
+        if let Some(database) = &database {
+            if database.is_empty() || !database.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return failure("Code: 81. DB::Exception: the database parameter must be a database name: letters, digits and '_'. (UNKNOWN_DATABASE)");
+            }
+        }
+        let bindings = match parameter_statements(&params) {
+            Ok(bindings) => bindings,
+            Err(message) => return failure(&message),
+        };
+        tokio::task::spawn_blocking(move || store.query_in(database.as_deref(), &bindings, &statement, &format))
             .await
             .map_err(|error| error.to_string())
             .and_then(|result| result.map_err(|error| error.to_string()))
@@ -140,6 +264,62 @@ async fn handle(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_come_from_headers_basic_auth_or_parameters_in_that_order() {
+        use base64::Engine;
+        let params: HashMap<String, String> = [("user", "p"), ("password", "pp")]
+            .into_iter()
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .collect();
+        let mut headers = HeaderMap::new();
+        assert_eq!(
+            credentials(&headers, &HashMap::new()),
+            ("default".to_string(), String::new())
+        );
+        assert_eq!(credentials(&headers, &params), ("p".to_string(), "pp".to_string()));
+        let basic = base64::engine::general_purpose::STANDARD.encode("b:b:colon");
+        headers.insert(
+            "authorization",
+            HeaderValue::from_str(&format!("Basic {basic}")).unwrap(),
+        );
+        assert_eq!(credentials(&headers, &params), ("b".to_string(), "b:colon".to_string()));
+        headers.insert("x-clickhouse-user", HeaderValue::from_static("h"));
+        headers.insert("x-clickhouse-key", HeaderValue::from_static("hh"));
+        assert_eq!(credentials(&headers, &params), ("h".to_string(), "hh".to_string()));
+    }
+
+    #[test]
+    fn a_user_without_a_password_takes_only_the_empty_one() {
+        let users = vec![
+            ("default".to_string(), None),
+            ("grafana".to_string(), Some(Secret::new("pw".to_string()))),
+        ];
+        assert!(authenticated(&users, "default", ""));
+        assert!(!authenticated(&users, "default", "pw"));
+        assert!(authenticated(&users, "grafana", "pw"));
+        assert!(!authenticated(&users, "grafana", "p"));
+        assert!(!authenticated(&users, "grafana", ""));
+        assert!(!authenticated(&users, "admin", "pw"));
+    }
+
+    #[test]
+    fn query_parameters_become_quoted_bindings_and_bad_names_are_refused() {
+        let params = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
+            pairs
+                .iter()
+                .map(|(key, value)| (key.to_string(), value.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            parameter_statements(&params(&[("param_job", r"it's \ x"), ("query", "SELECT 1")])).unwrap(),
+            vec![r"SET param_job = 'it\'s \\ x'".to_string()]
+        );
+        assert!(parameter_statements(&params(&[("param_a;DROP", "1")]))
+            .unwrap_err()
+            .contains("Code: 456"));
+        assert!(parameter_statements(&params(&[("param_", "1")])).is_err());
+    }
 
     #[test]
     fn inserts_are_split_from_their_format() {

@@ -14,13 +14,15 @@
 //! migrations), [`writer`] (batching and the [`writer::Sink`] seam), [`embedded`] over
 //! [`chdb`] (the workspace's one FFI module), [`clickhouse`] (the server sink, official
 //! `clickhouse` crate), [`backend`] ([`Store`], the handle the binary opens), [`http`] (the
-//! ClickHouse HTTP interface served over the embedded engine).
+//! ClickHouse HTTP interface served over the embedded engine), [`endpoint`] (that interface,
+//! read-only and authenticated, over the store `run` writes).
 
 pub mod backend;
 pub mod chdb;
 pub mod clickhouse;
 pub mod config;
 pub mod embedded;
+pub mod endpoint;
 pub mod http;
 pub mod rowbinary;
 pub mod rows;

@@ -123,10 +123,7 @@ async fn require_bearer(
         .and_then(|value| value.split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map_or("", |(_, token)| token.trim());
-    let expected = token.expose().as_bytes();
-    let differs =
-        given.len() != expected.len() || given.bytes().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b)) != 0;
-    if differs {
+    if !token.matches(given) {
         let reason = if given.is_empty() {
             "no bearer token"
         } else {

@@ -1,0 +1,111 @@
+//! The live store's SQL endpoint: while `epicenter run` or `demo` writes the embedded store,
+//! its ClickHouse HTTP interface ([`crate::http::live_router`]) answers on
+//! `storage.http.listen_address` (127.0.0.1:9465 by default), so `epicenter sql`, curl,
+//! ClickHouse clients and Grafana's ClickHouse data source can ask it questions during the
+//! incident. (chDB serves one process at a time: without this, the store cannot be read
+//! until epicenter stops.)
+//!
+//! Shape: a second connection to the same data path (chDB lets one process open several),
+//! made read-only with the engine's own `readonly = 1` before it answers anything; users
+//! and passwords from `storage.http.users`. The URL is written to [`ENDPOINT_FILE`] inside
+//! the store's directory while it is served (and removed when it stops), so `epicenter sql
+//! --data DIR` finds a running epicenter's endpoint without being told the port.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::config::HttpConfig;
+use crate::embedded::EmbeddedStore;
+
+/// File inside the embedded store's directory holding the live endpoint's URL
+/// (`http://127.0.0.1:9465`) while `run` or `demo` serves it.
+pub const ENDPOINT_FILE: &str = "http-endpoint";
+
+/// A served endpoint: its URL and the task serving it (which ends after shutdown, once the
+/// requests in flight are answered, and removes [`ENDPOINT_FILE`]).
+#[derive(Debug)]
+pub struct LiveEndpoint {
+    /// `http://ip:port`, the port as bound (`:0` in the config picks a free one).
+    pub url: String,
+    /// The serving task.
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+/// Serves the embedded store at `data_path` (database `database`) read-only on
+/// `config.address()` until `shutdown` changes. `Ok(None)` when the endpoint is off
+/// (`listen_address: ''`).
+///
+/// # Errors
+/// A sentence naming the key path: a password that cannot be read, an address that cannot
+/// be bound; or the engine refusing the second connection or `readonly`.
+pub async fn serve(
+    data_path: &Path,
+    database: &str,
+    config: &HttpConfig,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<Option<LiveEndpoint>, String> {
+    if !config.enabled() {
+        return Ok(None);
+    }
+    let users = config.credentials()?;
+    let reader = EmbeddedStore::open(data_path, database)
+        .and_then(|reader| reader.use_database().map(|()| reader))
+        .and_then(|reader| reader.set_read_only().map(|()| reader))
+        .map_err(|error| format!("storage.http: a read-only connection to the embedded store: {error}"))?;
+    let listener = match tokio::net::TcpListener::bind(config.address()).await {
+        Ok(listener) => listener,
+        // The default port taken (another epicenter, a test beside this one): a free port
+        // on loopback instead, said once; `sql --data` finds it in the endpoint file.
+        Err(error) if config.listen_address.is_none() => {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|error| format!("storage.http: cannot listen on loopback: {error}"))?;
+            if let Ok(address) = listener.local_addr() {
+                tracing::warn!(
+                    "the live SQL endpoint's default address {} is taken ({error}); it listens on {address} instead (set storage.http.listen_address to choose)",
+                    config.address()
+                );
+            }
+            listener
+        }
+        Err(error) => {
+            return Err(format!(
+                "storage.http.listen_address {}: cannot listen: {error}",
+                config.address()
+            ))
+        }
+    };
+    let url = match listener.local_addr() {
+        Ok(address) => format!("http://{address}"),
+        Err(_) => format!("http://{}", config.address()),
+    };
+    let file = data_path.join(ENDPOINT_FILE);
+    if let Err(error) = std::fs::write(&file, format!("{url}\n")) {
+        // `sql --data` will not find the endpoint on its own; `--config` still names it.
+        tracing::warn!(file = %file.display(), %error, "cannot write the live endpoint's address");
+    }
+    let router = crate::http::live_router(Arc::new(reader), users);
+    let task = tokio::spawn(async move {
+        let stopped = async move {
+            let _ = shutdown.changed().await;
+        };
+        if let Err(error) = axum::serve(listener, router).with_graceful_shutdown(stopped).await {
+            tracing::error!(%error, "the live store's SQL endpoint stopped");
+        }
+        let _ = std::fs::remove_file(&file);
+    });
+    Ok(Some(LiveEndpoint { url, task }))
+}
+
+/// The URL a running epicenter wrote for the store at `data_path`, if any
+/// ([`ENDPOINT_FILE`]). It may be stale after a `kill -9`: a caller that cannot connect
+/// should say so rather than trust it.
+pub fn advertised(data_path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(endpoint_file(data_path)).ok()?;
+    let url = text.trim();
+    (url.starts_with("http://") || url.starts_with("https://")).then(|| url.to_string())
+}
+
+fn endpoint_file(data_path: &Path) -> PathBuf {
+    data_path.join(ENDPOINT_FILE)
+}

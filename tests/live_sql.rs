@@ -1,0 +1,266 @@
+//! The live store's SQL endpoint (`storage.http`) of a real `epicenter run` that scrapes its
+//! own `/metrics` into the embedded store: while it runs, the store answers over the
+//! ClickHouse HTTP interface to an authenticated user (three ways of giving the password,
+//! query parameters bound by the engine), and to `epicenter sql`; every attack on it is
+//! refused with ClickHouse's error code and changes nothing; after it stops, `epicenter sql`
+//! answers the same question from the store on disk.
+//!
+//! Needs `libchdb.so` (`scripts/setup`); skipped without it except in CI.
+
+#![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{epicenter_log, free_port, require, signal, start_epicenter_with, wait_port, Guard, Signal};
+
+const PASSWORD: &str = "s3cret-live-Pa55";
+
+/// One HTTP/1.1 request to 127.0.0.1:`port`; returns the status, the
+/// `X-ClickHouse-Exception-Code` header (empty when absent) and the body.
+fn request(port: u16, target: &str, headers: &[(&str, &str)], body: &str) -> (u16, String, String) {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut head = format!(
+        "POST {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let code = head
+        .lines()
+        .find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            name.eq_ignore_ascii_case("x-clickhouse-exception-code")
+                .then(|| value.trim().to_string())
+        })
+        .unwrap_or_default();
+    let body = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    (status, code, body)
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// Percent-encodes a query parameter's value.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|byte| match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (byte as char).to_string(),
+            _ => format!("%{byte:02X}"),
+        })
+        .collect()
+}
+
+/// The user's headers (`X-ClickHouse-User`/`-Key`, as the official clients send them).
+fn as_grafana() -> [(&'static str, &'static str); 2] {
+    [("X-ClickHouse-User", "grafana"), ("X-ClickHouse-Key", PASSWORD)]
+}
+
+fn epicenter_sql(args: &[&str]) -> (Option<i32>, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .arg("sql")
+        .args(args)
+        .env("EPICENTER_TEST_SQL_PASSWORD", PASSWORD)
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_live_store_answers_over_http_refuses_every_attack_and_sql_uses_it() {
+    if require(&[]).is_none() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("epicenter-live-sql-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let api = format!("127.0.0.1:{}", free_port());
+    let sql_port = free_port();
+    let data = dir.join("data");
+    let config = format!(
+        "global: {{scrape_interval: 300ms, scrape_timeout: 250ms}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n  - job_name: self\n    static_configs: [{{targets: ['{api}']}}]\nstorage:\n  embedded: {{path: '{}'}}\n  http:\n    listen_address: '127.0.0.1:{sql_port}'\n    users: [{{name: grafana, password_env: EPICENTER_TEST_SQL_PASSWORD}}]\ndetector: {{enabled: false}}\n",
+        data.display()
+    );
+    let mut guard = Guard::default();
+    start_epicenter_with(
+        &dir,
+        &api,
+        &[("EPICENTER_TEST_SQL_PASSWORD", PASSWORD)],
+        &config,
+        &mut guard,
+    );
+    assert!(
+        wait_port(sql_port, Duration::from_secs(30)),
+        "no SQL endpoint: {}",
+        epicenter_log(&dir)
+    );
+    let config_path = dir.join("epicenter.yml");
+    let config_arg = config_path.to_str().unwrap();
+    let scraped = "SELECT count() > 0 FROM scrapes WHERE job = 'self'";
+    let started = Instant::now();
+    while request(sql_port, "/", &as_grafana(), scraped).2 != "1\n" {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no scrape stored within 60 s: {}",
+            epicenter_log(&dir)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+
+    // The three ways ClickHouse takes a password, and `/ping` without one.
+    let basic = {
+        use base64::Engine;
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("grafana:{PASSWORD}"))
+        )
+    };
+    assert_eq!(
+        request(sql_port, "/", &[("Authorization", &basic)], "SELECT 41 + 1").2,
+        "42\n"
+    );
+    let target = format!(
+        "/?user=grafana&password={}&query={}",
+        encode(PASSWORD),
+        encode("SELECT 42")
+    );
+    assert_eq!(request(sql_port, &target, &[], "").2, "42\n");
+    assert_eq!(
+        request(sql_port, "/ping", &[], ""),
+        (200, String::new(), "Ok.\n".to_string())
+    );
+
+    // No password, a wrong one, an unknown user: 401 with code 516, the password never echoed.
+    for headers in [
+        vec![],
+        vec![("X-ClickHouse-User", "grafana"), ("X-ClickHouse-Key", "guess")],
+        vec![("X-ClickHouse-User", "default"), ("X-ClickHouse-Key", "")],
+        vec![("X-ClickHouse-User", "admin"), ("X-ClickHouse-Key", PASSWORD)],
+    ] {
+        let (status, code, body) = request(sql_port, "/", &headers, "SELECT 1");
+        assert_eq!((status, code.as_str()), (401, "516"), "{headers:?}: {body}");
+        assert!(body.contains("AUTHENTICATION_FAILED"), "{body}");
+        assert!(!body.contains(PASSWORD), "{body}");
+    }
+
+    // Query parameters are bound by the engine as typed values, never pasted into the SQL.
+    let question = encode("SELECT count() > 0 FROM scrapes WHERE job = {job:String}");
+    let bound = |value: &str| {
+        request(
+            sql_port,
+            &format!("/?query={question}&param_job={}", encode(value)),
+            &as_grafana(),
+            "",
+        )
+    };
+    assert_eq!(bound("self").2, "1\n");
+    assert_eq!(bound("x' OR 1 = 1 OR job = '").2, "0\n");
+    assert_eq!(bound("\\' OR 1 = 1 --").2, "0\n");
+
+    // Attacks: each is refused with ClickHouse's code, and changes nothing.
+    let url_attack = format!("SELECT * FROM url('http://{api}/metrics', 'LineAsString')");
+    let attacks = [
+        ("/", "INSERT INTO scrapes (job) VALUES ('x')", "164"),
+        (
+            "/?query=INSERT%20INTO%20scrapes%20(job)%20FORMAT%20TabSeparated",
+            "x\n",
+            "164",
+        ),
+        ("/", "DROP TABLE scrapes", "164"),
+        ("/", "TRUNCATE TABLE scrapes", "164"),
+        ("/", "SELECT * FROM file('/etc/hostname', 'LineAsString')", "164"),
+        ("/", url_attack.as_str(), "164"),
+        ("/", "SELECT * FROM remote('127.0.0.1:9000', system.one)", "164"),
+        ("/", "SELECT 1 SETTINGS readonly = 0", "164"),
+        ("/?database=epicenter%3B%20DROP%20TABLE%20scrapes", "SELECT 1", "81"),
+        ("/?param_x%3BDROP=1", "SELECT 1", "456"),
+    ];
+    for (target, body, expected) in attacks {
+        let (status, code, answer) = request(sql_port, target, &as_grafana(), body);
+        assert_eq!((status, code.as_str()), (500, expected), "{target} {body}: {answer}");
+    }
+    let (_, _, tables) = request(
+        sql_port,
+        "/",
+        &as_grafana(),
+        "SELECT count() FROM system.tables WHERE database = 'epicenter' AND name = 'scrapes'",
+    );
+    assert_eq!(tables, "1\n", "the scrapes table survived");
+    assert_eq!(
+        request(
+            sql_port,
+            "/",
+            &as_grafana(),
+            "SELECT count() FROM scrapes WHERE job = 'x'"
+        )
+        .2,
+        "0\n"
+    );
+
+    // `epicenter sql` asks the running epicenter's endpoint, with the configured user.
+    let (code, stdout, stderr) = epicenter_sql(&["--config", config_arg, "--format", "TabSeparated", scraped]);
+    assert_eq!((code, stdout.as_str()), (Some(0), "1\n"), "{stderr}");
+    let (code, _, stderr) = epicenter_sql(&["--config", config_arg, "--write", "DROP TABLE scrapes"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("only reads, so --write needs that process stopped"),
+        "{stderr}"
+    );
+    // With --data alone it finds the endpoint but has no password: the server's refusal,
+    // in epicenter's words first.
+    let (code, _, stderr) = epicenter_sql(&["--data", data.to_str().unwrap(), "SELECT 1"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.starts_with(&format!(
+            "error: the query failed; the running epicenter's live endpoint at http://127.0.0.1:{sql_port}"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("AUTHENTICATION_FAILED"), "{stderr}");
+    let (code, _, stderr) = epicenter_sql(&[
+        "--config",
+        config_arg,
+        "SELECT * FROM file('/etc/hostname', 'LineAsString')",
+    ]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.starts_with("error: `epicenter sql` only reads"), "{stderr}");
+
+    // Stopped: the endpoint file is gone, and the store on disk gives the same answer.
+    signal(&guard.0[0], Signal::SIGTERM);
+    let status = guard.0[0].wait().unwrap();
+    assert!(status.success(), "{}", epicenter_log(&dir));
+    assert!(!data.join("http-endpoint").exists());
+    let (code, stdout, stderr) = epicenter_sql(&["--config", config_arg, "--format", "TabSeparated", scraped]);
+    assert_eq!((code, stdout.as_str()), (Some(0), "1\n"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
