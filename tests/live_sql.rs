@@ -209,6 +209,19 @@ fn the_live_store_answers_over_http_refuses_every_attack_and_sql_uses_it() {
         let (status, code, answer) = request(sql_port, target, &as_grafana(), body);
         assert_eq!((status, code.as_str()), (500, expected), "{target} {body}: {answer}");
     }
+    // The connection's limits stand, and no query can lift them.
+    assert_eq!(
+        request(
+            sql_port,
+            "/",
+            &as_grafana(),
+            "SELECT getSetting('max_memory_usage'), getSetting('max_result_bytes')"
+        )
+        .2,
+        "2147483648\t536870912\n"
+    );
+    let (_, code, _) = request(sql_port, "/", &as_grafana(), "SET max_memory_usage = 0");
+    assert_eq!(code, "164");
     let (_, _, tables) = request(
         sql_port,
         "/",
@@ -255,6 +268,49 @@ fn the_live_store_answers_over_http_refuses_every_attack_and_sql_uses_it() {
     assert_eq!(code, Some(1));
     assert!(stderr.starts_with("error: `epicenter sql` only reads"), "{stderr}");
 
+    // The official Python and Node clients (nobody here wrote them) get the same rows as
+    // `epicenter sql`, for a question fixed in time (so later scrapes do not change it).
+    let newest = |port: u16| -> i64 {
+        let (_, _, text) = request(
+            port,
+            "/",
+            &as_grafana(),
+            "SELECT toUnixTimestamp64Milli(max(time)) FROM scrapes WHERE job = 'self'",
+        );
+        text.trim().parse().unwrap()
+    };
+    let cutoff = newest(sql_port) - 1_000;
+    let started = Instant::now();
+    while newest(sql_port) < cutoff + 3_000 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no newer flush within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let question = "SELECT job, count() AS scrapes, countIf(up = 1) AS up FROM scrapes WHERE job = {job:String} AND toUnixTimestamp64Milli(time) <= {cutoff:Int64} GROUP BY job";
+    let literal = question
+        .replace("{job:String}", "'self'")
+        .replace("{cutoff:Int64}", &cutoff.to_string());
+    let (code, expected, stderr) = epicenter_sql(&["--config", config_arg, "--format", "TabSeparated", &literal]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(expected.starts_with("self\t"), "{expected}");
+    if let Some(clients) = official_clients() {
+        for (client, answer) in [
+            (
+                "clickhouse-connect (Python)",
+                python_client(&clients, sql_port, question, cutoff),
+            ),
+            (
+                "@clickhouse/client (Node)",
+                node_client(&clients, sql_port, question, cutoff),
+            ),
+        ] {
+            eprintln!("{client}: {}", answer.trim());
+            assert_eq!(answer, expected, "{client} and epicenter sql differ");
+        }
+    }
+
     // Stopped: the endpoint file is gone, and the store on disk gives the same answer.
     signal(&guard.0[0], Signal::SIGTERM);
     let status = guard.0[0].wait().unwrap();
@@ -262,5 +318,68 @@ fn the_live_store_answers_over_http_refuses_every_attack_and_sql_uses_it() {
     assert!(!data.join("http-endpoint").exists());
     let (code, stdout, stderr) = epicenter_sql(&["--config", config_arg, "--format", "TabSeparated", scraped]);
     assert_eq!((code, stdout.as_str()), (Some(0), "1\n"), "{stderr}");
+    let (code, from_disk, stderr) = epicenter_sql(&["--config", config_arg, "--format", "TabSeparated", &literal]);
+    assert_eq!((code, from_disk), (Some(0), expected), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Where `scripts/test` installed the official clients (`EPICENTER_CLIENTS`, else
+/// `target/clients`): a venv with clickhouse-connect and a Node folder with
+/// @clickhouse/client. Missing outside CI: skipped, said plainly; missing in CI: a failure.
+fn official_clients() -> Option<std::path::PathBuf> {
+    let folder = std::env::var_os("EPICENTER_CLIENTS").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/clients"),
+        std::path::PathBuf::from,
+    );
+    let ready = folder.join("venv/bin/python").exists() && folder.join("node/node_modules/@clickhouse/client").exists();
+    if ready {
+        return Some(folder);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{} lacks the official ClickHouse clients: scripts/test installs them",
+        folder.display()
+    );
+    eprintln!(
+        "SKIPPED: the official ClickHouse clients are not in {} (scripts/test installs them)",
+        folder.display()
+    );
+    None
+}
+
+/// Runs `program` with `args`; returns its standard output, panicking with its stderr when
+/// it fails.
+fn output_of(program: &std::path::Path, args: &[&str], directory: &std::path::Path) -> String {
+    let output = Command::new(program)
+        .args(args)
+        .current_dir(directory)
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run {}: {error}", program.display()));
+    assert!(
+        output.status.success(),
+        "{} failed: {}",
+        program.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// clickhouse-connect (PyPI): `question` with server-side parameters, rows as TSV lines.
+fn python_client(clients: &std::path::Path, port: u16, question: &str, cutoff: i64) -> String {
+    let script = format!(
+        "import clickhouse_connect, sys\nclient = clickhouse_connect.get_client(host='127.0.0.1', port={port}, username='grafana', password='{PASSWORD}', database='epicenter')\nresult = client.query(sys.argv[1], parameters={{'job': 'self', 'cutoff': {cutoff}}})\nfor row in result.result_rows:\n    print('\\t'.join(str(value) for value in row))\n"
+    );
+    output_of(&clients.join("venv/bin/python"), &["-c", &script, question], clients)
+}
+
+/// @clickhouse/client (npm): `question` with `query_params`, rows as TSV lines.
+fn node_client(clients: &std::path::Path, port: u16, question: &str, cutoff: i64) -> String {
+    let script = format!(
+        "const {{ createClient }} = require('@clickhouse/client');\n(async () => {{\n  const client = createClient({{ url: 'http://127.0.0.1:{port}', username: 'grafana', password: '{PASSWORD}', database: 'epicenter' }});\n  const result = await client.query({{ query: process.argv[1], query_params: {{ job: 'self', cutoff: {cutoff} }}, format: 'JSONCompactEachRow' }});\n  for (const row of await result.json()) console.log(row.map(String).join('\\t'));\n  await client.close();\n}})().catch((error) => {{ console.error(error); process.exit(1); }});\n"
+    );
+    output_of(
+        std::path::Path::new("node"),
+        &["-e", &script, question],
+        &clients.join("node"),
+    )
 }

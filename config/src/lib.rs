@@ -25,6 +25,24 @@ pub use redact::{redacted_url, split_userinfo, MASK};
 pub use tls::{ServerTlsConfig, TlsConfig};
 pub use units::{parse_duration, parse_size, ByteSize, PromDuration};
 
+/// `error` and its causes, outermost first, joined by `: `, each cause left out when the
+/// text so far already says it: `error sending request: client error (Connect): tcp connect
+/// error: Connection refused (os error 111)` where many HTTP clients' own message stops at
+/// the first part. The caller removes anything secret (URLs) from `error` first.
+pub fn describe_error(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// A configuration problem: where (line and column when known, key path) and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {

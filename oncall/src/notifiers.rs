@@ -52,18 +52,7 @@ impl NotifierStats {
 /// query): `error sending request: client error (Connect): tcp connect error: Connection
 /// refused (os error 111)` where reqwest alone says `error sending request`.
 fn describe(error: reqwest::Error) -> String {
-    let error = error.without_url();
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.ends_with(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
+    epicenter_config::describe_error(&error.without_url())
 }
 
 /// The running notifiers.

@@ -323,10 +323,7 @@ pub fn is_read_only_refusal(message: &str) -> bool {
     message.contains("(READONLY)") || message.contains("Code: 164.")
 }
 
-/// A ClickHouse string literal: single-quoted, with `\` and `'` escaped by a backslash.
-pub fn quote(text: &str) -> String {
-    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
-}
+pub use crate::schema::quote;
 
 /// A ClickHouse `Array(String)` literal of `values`: `['a', 'b']`.
 pub fn array(values: &[String]) -> String {

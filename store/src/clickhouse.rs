@@ -137,16 +137,7 @@ impl ClickHouseStore {
     fn error(&self, error: clickhouse::error::Error) -> ClickHouseError {
         // With its causes: hyper says only `client error (Connect)`; what failed (refused,
         // a certificate nobody trusts) is in the chain.
-        let mut message = error.to_string();
-        let mut source = std::error::Error::source(&error);
-        while let Some(cause) = source {
-            let cause_text = cause.to_string();
-            if !message.contains(&cause_text) {
-                message.push_str(": ");
-                message.push_str(&cause_text);
-            }
-            source = cause.source();
-        }
+        let mut message = epicenter_config::describe_error(&error);
         if message.contains("UnknownIssuer") {
             message.push_str(" (the server's certificate is not signed by a trusted CA: put its CA in storage.clickhouse.tls.ca_file)");
         }

@@ -21,6 +21,16 @@ use crate::embedded::EmbeddedStore;
 /// (`http://127.0.0.1:9465`) while `run` or `demo` serves it.
 pub const ENDPOINT_FILE: &str = "http-endpoint";
 
+/// Settings of the endpoint's connection, set before it is made read-only (so no query can
+/// lift them): one question may not run the collector's machine out of memory or time
+/// while the incident is on. Past a limit the query fails with ClickHouse's own error
+/// (`TIMEOUT_EXCEEDED`, `MEMORY_LIMIT_EXCEEDED`, `TOO_MANY_ROWS_OR_BYTES`).
+pub const QUERY_LIMITS: [&str; 3] = [
+    "SET max_execution_time = 60",
+    "SET max_memory_usage = 2147483648",
+    "SET max_result_bytes = 536870912",
+];
+
 /// A served endpoint: its URL and the task serving it (which ends after shutdown, once the
 /// requests in flight are answered, and removes [`ENDPOINT_FILE`]).
 #[derive(Debug)]
@@ -50,7 +60,12 @@ pub async fn serve(
     let users = config.credentials()?;
     let reader = EmbeddedStore::open(data_path, database)
         .and_then(|reader| reader.use_database().map(|()| reader))
-        .and_then(|reader| reader.set_read_only().map(|()| reader))
+        .and_then(|reader| {
+            for limit in QUERY_LIMITS {
+                reader.query(limit, "TabSeparated")?;
+            }
+            reader.set_read_only().map(|()| reader)
+        })
         .map_err(|error| format!("storage.http: a read-only connection to the embedded store: {error}"))?;
     let listener = match tokio::net::TcpListener::bind(config.address()).await {
         Ok(listener) => listener,

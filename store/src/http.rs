@@ -129,7 +129,7 @@ fn parameter_statements(params: &HashMap<String, String>) -> Result<Vec<String>,
                 "Code: 456. bad query parameter name '{name}': letters, digits and '_' only (BAD_QUERY_PARAMETER)"
             ));
         }
-        statements.push(format!("SET param_{name} = {}", crate::backend::quote(value)));
+        statements.push(format!("SET param_{name} = {}", crate::schema::quote(value)));
     }
     Ok(statements)
 }

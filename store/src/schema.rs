@@ -226,3 +226,9 @@ pub const GROUND_TRUTH: &str = "CREATE TABLE IF NOT EXISTS ground_truth (
             onset DateTime64(3, 'UTC'),
             end Nullable(DateTime64(3, 'UTC'))
         ) ENGINE = MergeTree ORDER BY (onset, scenario)";
+
+/// A ClickHouse string literal: single-quoted, with `\` and `'` escaped by a backslash
+/// (ClickHouse SQL reference, "String literals").
+pub fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'"))
+}

@@ -117,17 +117,7 @@ fn reqwest_client(pki: &Pki, ca: Option<&str>, identity: bool) -> reqwest::Clien
     builder.build().unwrap()
 }
 
-/// The error and its causes, as one line.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
+use epicenter_config::describe_error as chain;
 
 #[tokio::test]
 async fn the_own_server_speaks_tls_to_clients_that_trust_its_ca_and_only_to_them() {
@@ -223,6 +213,7 @@ fn unreadable_or_mismatched_pem_files_are_named_in_the_error() {
 /// without its certificate, is refused; `insecure_skip_verify` skips only the chain check.
 #[tokio::test]
 async fn the_clickhouse_sink_writes_and_reads_over_https_with_a_client_certificate() {
+    // The chDB check of the store's tests: skipped without the library, except in CI.
     if !library_path().exists() {
         assert!(
             std::env::var_os("CI").is_none(),
