@@ -91,6 +91,9 @@ enum Command {
 
     /// Query the store (ClickHouse SQL) and print the result; read-only unless --write.
     ///
+    /// While `epicenter run` or `demo` holds the embedded store, the query goes to its live
+    /// SQL endpoint (storage.http; read-only, as the first of storage.http.users).
+    ///
     /// Examples:
     ///   epicenter sql "SELECT job, instance, up, error FROM scrapes ORDER BY time DESC LIMIT 10"
     ///   epicenter sql --format CSV "SELECT metric, count() FROM samples GROUP BY metric"

@@ -20,7 +20,7 @@ use epicenter_collector::job::run_job;
 use epicenter_collector::scrape::{ScrapeContext, Scraper};
 use epicenter_collector::targets::{targets_for_job, TargetRegistry};
 use epicenter_detector::live::{self, Batch, Round};
-use epicenter_oncall::Notifiers;
+use epicenter_oncall::{AlertSource, Notifiers};
 use epicenter_store::spool::Spool;
 use epicenter_store::writer::WriterStats;
 use epicenter_store::{ScrapeOutcome, Store};
@@ -83,15 +83,26 @@ pub(crate) async fn serve(
             return ExitCode::from(1);
         }
     };
+    let (listener, external_url) = match epicenter_web::bind(&config.server).await {
+        Ok(bound) => bound,
+        Err(error) => return config_error(&error),
+    };
     let state = Arc::new(AppState {
         telemetry,
         targets: Arc::new(TargetRegistry::default()),
         verdicts: std::sync::Mutex::new(VerdictBook::default()),
         graph: std::sync::Mutex::new(None),
-        notifiers: Arc::new(Notifiers::start(&config.notifiers, shutdown.clone())),
+        notifiers: Arc::new(Notifiers::start(
+            &config.notifiers,
+            AlertSource {
+                external_url: external_url.clone(),
+                external_labels: config.global.external_labels.clone(),
+            },
+            shutdown.clone(),
+        )),
     });
-    let (bound, server) = match epicenter_web::start(state.clone(), &config.server, shutdown.clone()).await {
-        Ok(started) => started,
+    let server = match epicenter_web::start(state.clone(), &config.server, listener, shutdown.clone()) {
+        Ok(server) => server,
         Err(error) => return config_error(&error),
     };
     let live_sql = match store.serve_sql(&config.storage, shutdown.clone()).await {
@@ -141,7 +152,7 @@ pub(crate) async fn serve(
     }
     drop(sender);
     eprintln!(
-        "epicenter: scraping {} (plus any file_sd targets) into {}; own endpoints on {bound}{} ({})",
+        "epicenter: scraping {} (plus any file_sd targets) into {}; own endpoints on {external_url}{} ({})",
         if target_count == 1 {
             "1 static target".to_string()
         } else {

@@ -42,7 +42,7 @@ fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {
         &dir,
         &api,
         &format!(
-            "global: {{scrape_interval: 500ms, scrape_timeout: 400ms}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}'], refresh_interval: 1s}}]\nstorage:\n  embedded: {{path: '{}'}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\nnotifiers:\n  - {{name: oncall, type: alertmanager, url: 'http://127.0.0.1:{am_port}', resend_interval: 2s}}\n",
+            "global: {{scrape_interval: 500ms, scrape_timeout: 400ms, external_labels: {{region: test-region}}}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}'], refresh_interval: 1s}}]\nstorage:\n  embedded: {{path: '{}'}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\nnotifiers:\n  - {{name: oncall, type: alertmanager, url: 'http://127.0.0.1:{am_port}', resend_interval: 2s}}\n",
             targets.display(),
             dir.join("data").display()
         ),
@@ -101,6 +101,10 @@ fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {
     );
     assert!(summary.contains(", dc-2);"), "{summary}");
     assert_eq!(alert["labels"]["severity"], "critical");
+    // The link on-call opens is epicenter's own address (no invented scheme), and
+    // global.external_labels travel with the alert.
+    assert_eq!(alert["generatorURL"], format!("http://{api}/api/v1/verdicts"));
+    assert_eq!(alert["labels"]["region"], "test-region");
     eprintln!(
         "through alertmanager: firing and resolved received {:?} after start; {}",
         started.elapsed(),

@@ -9,4 +9,4 @@
 pub mod config;
 pub mod notifiers;
 
-pub use notifiers::Notifiers;
+pub use notifiers::{AlertSource, Notifiers};

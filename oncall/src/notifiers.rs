@@ -11,7 +11,7 @@
 //! `verdict_id`; `endsAt` four resend intervals ahead while open, now once resolved.
 //! Webhook: `{"status": "firing"|"resolved", "summary": <the one-line answer>, "verdict": …}`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -55,6 +55,19 @@ fn describe(error: reqwest::Error) -> String {
     epicenter_config::describe_error(&error.without_url())
 }
 
+/// Where alerts say they come from, as Prometheus's notifier says it: `generatorURL` is
+/// `<external_url>/api/v1/verdicts` (Prometheus: `--web.external-url`), and
+/// `global.external_labels` are added to every alert's labels unless the alert has the
+/// label already (as Prometheus adds them to the alerts it sends).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AlertSource {
+    /// epicenter's own base URL as on-call reaches it (`server.external_url`), without a
+    /// trailing `/`.
+    pub external_url: String,
+    /// `global.external_labels`.
+    pub external_labels: BTreeMap<String, String>,
+}
+
 /// The running notifiers.
 pub struct Notifiers {
     queues: Vec<(NotifierConfig, mpsc::Sender<VerdictEvent>, Arc<NotifierStats>)>,
@@ -63,7 +76,8 @@ pub struct Notifiers {
 impl Notifiers {
     /// Starts one task per configured notifier, each stopping when `shutdown` turns true.
     /// Must be called inside a tokio runtime (it spawns the tasks).
-    pub fn start(configs: &[NotifierConfig], shutdown: watch::Receiver<bool>) -> Notifiers {
+    pub fn start(configs: &[NotifierConfig], source: AlertSource, shutdown: watch::Receiver<bool>) -> Notifiers {
+        let source = Arc::new(source);
         let client = reqwest::Client::builder()
             .user_agent(concat!("epicenter/", env!("CARGO_PKG_VERSION")))
             .use_rustls_tls()
@@ -77,6 +91,7 @@ impl Notifiers {
                 tokio::spawn(run(
                     config.clone(),
                     client.clone(),
+                    source.clone(),
                     inbox,
                     stats.clone(),
                     shutdown.clone(),
@@ -174,8 +189,15 @@ pub fn summary(verdict: &Verdict) -> String {
     )
 }
 
-/// The Alertmanager v2 body for one verdict.
-pub fn alertmanager_body(verdict: &Verdict, resolved: bool, resend: Duration) -> serde_json::Value {
+/// The Alertmanager v2 body for one verdict (API v2 `postableAlerts`: labels,
+/// annotations, `startsAt`, `endsAt` four resend intervals ahead while firing, now when
+/// resolved, and `generatorURL` from `source`).
+pub fn alertmanager_body(
+    verdict: &Verdict,
+    resolved: bool,
+    resend: Duration,
+    source: &AlertSource,
+) -> serde_json::Value {
     let now = SystemTime::now();
     let starts = SystemTime::UNIX_EPOCH + Duration::from_millis(verdict.opened_ms.max(0) as u64);
     let starts = starts.min(now);
@@ -195,15 +217,21 @@ pub fn alertmanager_body(verdict: &Verdict, resolved: bool, resend: Duration) ->
             )
         })
         .collect();
+    let mut labels = serde_json::json!({
+        "alertname": "EpicenterRootCause",
+        "dc": verdict.dc,
+        "host": verdict.hosts.first().cloned().unwrap_or_default(),
+        "service": verdict.service,
+        "kind": verdict.kind,
+        "severity": "critical",
+    });
+    if let Some(labels) = labels.as_object_mut() {
+        for (name, value) in &source.external_labels {
+            labels.entry(name.clone()).or_insert_with(|| value.clone().into());
+        }
+    }
     serde_json::json!([{
-        "labels": {
-            "alertname": "EpicenterRootCause",
-            "dc": verdict.dc,
-            "host": verdict.hosts.first().cloned().unwrap_or_default(),
-            "service": verdict.service,
-            "kind": verdict.kind,
-            "severity": "critical",
-        },
+        "labels": labels,
         "annotations": {
             "summary": summary(verdict),
             "description": format!("evidence: {}", evidence.join("; ")),
@@ -211,13 +239,14 @@ pub fn alertmanager_body(verdict: &Verdict, resolved: bool, resend: Duration) ->
         },
         "startsAt": rfc3339(starts),
         "endsAt": rfc3339(ends),
-        "generatorURL": "epicenter:/api/v1/verdicts",
+        "generatorURL": format!("{}/api/v1/verdicts", source.external_url),
     }])
 }
 
 async fn run(
     config: NotifierConfig,
     client: reqwest::Client,
+    source: Arc<AlertSource>,
     mut inbox: mpsc::Receiver<VerdictEvent>,
     stats: Arc<NotifierStats>,
     mut shutdown: watch::Receiver<bool>,
@@ -232,7 +261,7 @@ async fn run(
                 let Some(event) = event else { return };
                 let matched = matches(&config, &event.verdict);
                 for (verdict, resolved) in deliveries(&mut open, &mut last_state, &event, matched) {
-                    deliver(&config, &client, &verdict, resolved, &stats, &mut shutdown).await;
+                    deliver(&config, &client, &source, &verdict, resolved, &stats, &mut shutdown).await;
                 }
             }
             _ = ticks.tick() => {
@@ -248,7 +277,7 @@ async fn run(
                     })
                     .collect();
                 for verdict in due {
-                    deliver(&config, &client, &verdict, false, &stats, &mut shutdown).await;
+                    deliver(&config, &client, &source, &verdict, false, &stats, &mut shutdown).await;
                 }
             }
             _ = shutdown.changed() => return,
@@ -321,6 +350,7 @@ fn deliveries(
 async fn deliver(
     config: &NotifierConfig,
     client: &reqwest::Client,
+    source: &AlertSource,
     verdict: &Verdict,
     resolved: bool,
     stats: &NotifierStats,
@@ -329,7 +359,7 @@ async fn deliver(
     let (url, body) = match config.kind {
         NotifierKind::Alertmanager => (
             format!("{}/api/v2/alerts", config.url.trim_end_matches('/')),
-            alertmanager_body(verdict, resolved, config.resend_interval.0),
+            alertmanager_body(verdict, resolved, config.resend_interval.0, source),
         ),
         NotifierKind::Webhook => (
             config.url.clone(),
@@ -511,9 +541,20 @@ mod tests {
         assert!(!matches(&config(&[], 0.0), &unknown));
         assert!(matches(&config(&["unknown"], 0.0), &unknown));
         assert_eq!(loss.id(), "2000-redis-2-1");
-        let body = alertmanager_body(&loss, true, Duration::from_secs(60));
+        let source = AlertSource {
+            external_url: "https://epicenter.example:9464".into(),
+            external_labels: [("region", "eu"), ("dc", "from-external-labels")]
+                .into_iter()
+                .map(|(name, value)| (name.to_string(), value.to_string()))
+                .collect(),
+        };
+        let body = alertmanager_body(&loss, true, Duration::from_secs(60), &source);
         let alert = &body[0];
         assert_eq!(alert["labels"]["alertname"], "EpicenterRootCause");
+        assert_eq!(alert["generatorURL"], "https://epicenter.example:9464/api/v1/verdicts");
+        // External labels are added; the alert's own label wins a clash (as in Prometheus).
+        assert_eq!(alert["labels"]["region"], "eu");
+        assert_eq!(alert["labels"]["dc"], "dc-2");
         assert_eq!(alert["labels"]["host"], "dc-2-host-3");
         assert_eq!(
             alert["annotations"]["summary"],

@@ -24,6 +24,11 @@ pub struct ServerConfig {
     /// required), as in Prometheus's web configuration file. Plain HTTP when absent.
     #[serde(default)]
     pub tls: Option<epicenter_config::ServerTlsConfig>,
+    /// epicenter's base URL as on-call reaches it (behind a proxy, say), for the links in
+    /// alerts (`generatorURL`), as Prometheus's `--web.external-url`. Default: the scheme and
+    /// address it listens on (`http://127.0.0.1:9464`; the host name for `0.0.0.0`).
+    #[serde(default)]
+    pub external_url: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -33,6 +38,7 @@ impl Default for ServerConfig {
             bearer_token_env: None,
             bearer_token_file: None,
             tls: None,
+            external_url: None,
         }
     }
 }
@@ -73,6 +79,14 @@ impl ServerConfig {
     pub fn problems(&self, problems: &mut Problems) {
         if let Some(tls) = &self.tls {
             tls.problems("server.tls", problems);
+        }
+        if let Some(url) = &self.external_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) || url::Url::parse(url).is_err() {
+                problems.push(
+                    "server.external_url",
+                    format!("'{url}' is not an http:// or https:// URL (e.g. https://epicenter.example.com)"),
+                );
+            }
         }
         if self.bearer_token_env.is_some() && self.bearer_token_file.is_some() {
             problems.push("server", "set either bearer_token_env or bearer_token_file, not both");

@@ -17,4 +17,4 @@ pub mod tls;
 
 pub use api::{app, AppState, VerdictBook};
 pub use telemetry::Telemetry;
-pub use tls::{serve, start};
+pub use tls::{bind, serve, start};

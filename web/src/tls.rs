@@ -125,38 +125,54 @@ pub async fn serve(
     }
 }
 
-/// Binds `server.listen_address`, reads `server.tls` and the bearer token, and serves
-/// [`crate::app`] until `shutdown` changes: the address as a URL
-/// (`https://127.0.0.1:9464`) and the server's task.
+/// Binds `server.listen_address`: the listener and epicenter's base URL as on-call should
+/// reach it: `server.external_url` when set, else `http(s)://<bound address>` (an
+/// unspecified address, `0.0.0.0` or `[::]`, replaced by the machine's host name).
 ///
 /// # Errors
-/// A sentence naming the key path: an address that cannot be bound, a token or TLS file
-/// that cannot be read. Call at start-up, before anything else listens.
-pub async fn start(
-    state: Arc<crate::AppState>,
-    config: &crate::config::ServerConfig,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) -> Result<(String, tokio::task::JoinHandle<()>), String> {
-    let router = crate::app(state, config)?;
-    let tls = config.tls_server_config()?;
+/// An address that cannot be bound, named with its key path.
+pub async fn bind(config: &crate::config::ServerConfig) -> Result<(TcpListener, String), String> {
     let tcp = TcpListener::bind(&config.listen_address).await.map_err(|error| {
         format!(
             "server.listen_address {}: cannot listen: {error}",
             config.listen_address
         )
     })?;
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let bound = tcp.local_addr().map_or_else(
-        |_| format!("{scheme}://{}", config.listen_address),
-        |address| format!("{scheme}://{address}"),
-    );
-    let server = tokio::spawn(async move {
+    if let Some(url) = &config.external_url {
+        return Ok((tcp, url.trim_end_matches('/').to_string()));
+    }
+    let scheme = if config.tls.is_some() { "https" } else { "http" };
+    let url = match tcp.local_addr() {
+        Ok(address) if address.ip().is_unspecified() => {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_else(|_| "localhost".into());
+            format!("{scheme}://{}:{}", host.trim(), address.port())
+        }
+        Ok(address) => format!("{scheme}://{address}"),
+        Err(_) => format!("{scheme}://{}", config.listen_address),
+    };
+    Ok((tcp, url))
+}
+
+/// Reads `server.tls` and the bearer token, and serves [`crate::app`] on `tcp` (from
+/// [`bind`]) until `shutdown` changes; returns the server's task.
+///
+/// # Errors
+/// A sentence naming the key path: a token or TLS file that cannot be read. Call at
+/// start-up.
+pub fn start(
+    state: Arc<crate::AppState>,
+    config: &crate::config::ServerConfig,
+    tcp: TcpListener,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> Result<tokio::task::JoinHandle<()>, String> {
+    let router = crate::app(state, config)?;
+    let tls = config.tls_server_config()?;
+    Ok(tokio::spawn(async move {
         let stopped = async move {
             let _ = shutdown.changed().await;
         };
         if let Err(error) = serve(tcp, router, tls, stopped).await {
             tracing::error!(%error, "own HTTP server stopped");
         }
-    });
-    Ok((bound, server))
+    }))
 }
