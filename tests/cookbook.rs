@@ -1,8 +1,12 @@
-//! Every query of docs/investigation.md, run on the store of a real `epicenter demo
-//! --scenario redis-node-loss`, with the answers the page promises checked: the verdict
-//! names the node, its evidence and the callers point at it, the connection storm ranks the
-//! surviving Redis nodes first, the backends' pools have waiters, and the dead node's
-//! `redis_up` is among what changed before the verdict.
+//! Every query of docs/investigation.md and every panel and annotation query of the
+//! dashboards in dashboards/, run on the store of one real `epicenter demo --scenario
+//! redis-node-loss`, with the answers checked: the verdict names the node, its evidence and
+//! the callers point at it, the connection storm ranks the surviving Redis nodes first, the
+//! backends' pools have waiters, the dead node's `redis_up` is among what changed before the
+//! verdict, and the clients' latency peaks towards the dead node. The dashboards are linted
+//! too (a description on every panel, the data source only through the `datasource`
+//! variable). Grafana itself does not run here: the plugin's macros are expanded as its
+//! documentation defines them.
 //!
 //! These run against the wall clock, so they assert only what holds on a busy machine (the
 //! demo's own test, tests/cli_demo.rs, says why). Needs `libchdb.so` (`scripts/setup`);
@@ -39,8 +43,14 @@ fn questions() -> Vec<(String, String)> {
 /// Rows of `query` on the store at `data`, as `epicenter sql -f` prints them in
 /// TabSeparated, split into fields.
 fn rows(data: &Path, title: &str, query: &str) -> Vec<Vec<String>> {
-    let file = data.with_extension("sql");
+    // One file per query: the tests of this file run at once.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let number = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let file = data.with_file_name(format!("query-{number}.sql"));
     std::fs::write(&file, query).unwrap();
+    // The embedded store serves one process at a time: the tests of this file take turns.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
         .args(["sql", "--format", "TabSeparated", "--data"])
         .arg(data)
@@ -62,37 +72,49 @@ fn rows(data: &Path, title: &str, query: &str) -> Vec<Vec<String>> {
     rows
 }
 
+/// The store of one node-loss demo, made once for the tests of this file; None (skipped)
+/// without chDB outside CI.
+fn demo_store() -> Option<&'static Path> {
+    static STORE: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    STORE
+        .get_or_init(|| {
+            let library = epicenter_store::library_path();
+            if !library.exists() {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "{} missing: CI runs scripts/setup first",
+                    library.display()
+                );
+                eprintln!(
+                    "SKIPPED: chDB library not found at {} (run scripts/setup)",
+                    library.display()
+                );
+                return None;
+            }
+            let dir = std::env::temp_dir().join(format!("epicenter-cookbook-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            let data = dir.join("data");
+            let demo = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+                .args(["demo", "--scenario", "redis-node-loss", "--data"])
+                .arg(&data)
+                .output()
+                .unwrap();
+            assert!(demo.status.success(), "{}", String::from_utf8_lossy(&demo.stderr));
+            Some(data)
+        })
+        .as_deref()
+}
+
 #[test]
 fn every_cookbook_query_answers_the_node_loss_demo_as_the_page_says() {
-    let library = epicenter_store::library_path();
-    if !library.exists() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{} missing: CI runs scripts/setup first",
-            library.display()
-        );
-        eprintln!(
-            "SKIPPED: chDB library not found at {} (run scripts/setup)",
-            library.display()
-        );
-        return;
-    }
+    let Some(data) = demo_store() else { return };
     let questions = questions();
     assert_eq!(questions.len(), 6, "docs/investigation.md has six questions");
-    let dir = std::env::temp_dir().join(format!("epicenter-cookbook-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let data = dir.join("data");
-    let demo = Command::new(env!("CARGO_BIN_EXE_epicenter"))
-        .args(["demo", "--scenario", "redis-node-loss", "--data"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(demo.status.success(), "{}", String::from_utf8_lossy(&demo.stderr));
 
     let answers: Vec<Vec<Vec<String>>> = questions
         .iter()
-        .map(|(title, query)| rows(&data, title, query))
+        .map(|(title, query)| rows(data, title, query))
         .collect();
     for ((title, _), answer) in questions.iter().zip(&answers) {
         eprintln!("{title}: {} rows, first {:?}", answer.len(), answer[0]);
@@ -144,5 +166,166 @@ fn every_cookbook_query_answers_the_node_loss_demo_as_the_page_says() {
         "{:?}",
         answers[5]
     );
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The dashboards' JSON documents, by file name.
+fn dashboards() -> Vec<(String, serde_json::Value)> {
+    let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/dashboards");
+    let mut found: Vec<(String, serde_json::Value)> = std::fs::read_dir(folder)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|extension| extension == "json"))
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let document = serde_json::from_str(&text).unwrap_or_else(|error| panic!("{name}: {error}"));
+            (name, document)
+        })
+        .collect();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found
+}
+
+/// Every (where, rawSql) of a dashboard: each panel's targets and each annotation's.
+fn queries(name: &str, dashboard: &serde_json::Value) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            found.push((
+                format!("{name} / {}", panel["title"]),
+                target["rawSql"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    for annotation in dashboard["annotations"]["list"].as_array().unwrap() {
+        found.push((
+            format!("{name} / annotation {}", annotation["name"]),
+            annotation["target"]["rawSql"].as_str().unwrap().to_string(),
+        ));
+    }
+    found
+}
+
+/// `sql` with the ClickHouse data source plugin's macros expanded as its documentation
+/// defines them (`$__timeFilter_ms(c)`: `c >= fromUnixTimestamp64Milli(from) AND c <=
+/// fromUnixTimestamp64Milli(to)`; `$__timeInterval(c)`: `toStartOfInterval(toDateTime(c),
+/// INTERVAL $__interval_s second)`), for the range `from_ms..to_ms`, a 30 s interval and the
+/// variables at "All".
+fn expand(sql: &str, from_ms: i64, to_ms: i64) -> String {
+    let mut text = sql.to_string();
+    for (macro_name, expansion) in [
+        (
+            "$__timeFilter_ms(",
+            format!("{{c}} >= fromUnixTimestamp64Milli({from_ms}) AND {{c}} <= fromUnixTimestamp64Milli({to_ms})"),
+        ),
+        (
+            "$__timeInterval(",
+            "toStartOfInterval(toDateTime({c}), INTERVAL 30 second)".to_string(),
+        ),
+    ] {
+        while let Some(start) = text.find(macro_name) {
+            let open = start + macro_name.len();
+            let close = open + text[open..].find(')').unwrap();
+            let column = text[open..close].trim().to_string();
+            text.replace_range(start..=close, &expansion.replace("{c}", &column));
+        }
+    }
+    for variable in ["dc", "service", "host"] {
+        text = text.replace(&format!("${{{variable}}}"), "__all");
+    }
+    assert!(!text.contains('$'), "an unexpanded macro or variable: {text}");
+    text
+}
+
+#[test]
+fn the_dashboards_are_linted_and_every_panel_query_answers_on_the_node_loss_demo() {
+    let boards = dashboards();
+    assert!(boards.len() >= 2, "{boards:?}");
+    for (name, board) in &boards {
+        assert!(
+            board["description"].as_str().is_some_and(|text| !text.is_empty()),
+            "{name}: no description"
+        );
+        let variables = board["templating"]["list"].as_array().unwrap();
+        assert!(
+            variables.iter().any(|variable| variable["name"] == "datasource"
+                && variable["type"] == "datasource"
+                && variable["query"] == "grafana-clickhouse-datasource"),
+            "{name}: no datasource variable"
+        );
+        for panel in board["panels"].as_array().unwrap() {
+            let title = &panel["title"];
+            assert!(
+                panel["description"].as_str().is_some_and(|text| text.len() > 20),
+                "{name} / {title}: a panel without a description"
+            );
+            assert_eq!(panel["datasource"]["uid"], "${datasource}", "{name} / {title}");
+            for target in panel["targets"].as_array().unwrap() {
+                assert_eq!(
+                    target["datasource"]["uid"], "${datasource}",
+                    "{name} / {title}: a hard-coded data source"
+                );
+                assert_eq!(
+                    target["datasource"]["type"], "grafana-clickhouse-datasource",
+                    "{name} / {title}"
+                );
+            }
+        }
+        // No data source uid other than the variable anywhere in the document.
+        let text = board.to_string();
+        assert_eq!(
+            text.matches("\"uid\":").count(),
+            text.matches("\"uid\":\"${datasource}\"").count() + 1,
+            "{name}: a uid other than the dashboard's own and ${{datasource}}"
+        );
+    }
+    let Some(data) = demo_store() else { return };
+    let range = rows(
+        data,
+        "the demo's range",
+        "SELECT toUnixTimestamp64Milli(min(time)), toUnixTimestamp64Milli(max(time)) FROM samples",
+    );
+    let (from_ms, to_ms): (i64, i64) = (range[0][0].parse().unwrap(), range[0][1].parse().unwrap());
+    let mut answers = std::collections::HashMap::new();
+    for (name, board) in &boards {
+        for (place, sql) in queries(name, board) {
+            let answer = rows(data, &place, &expand(&sql, from_ms, to_ms));
+            eprintln!("{place}: {} rows", answer.len());
+            answers.insert(place, answer);
+        }
+    }
+    // The storm panel, summed over the range: every survivor above the dead node.
+    let storm = &answers["redis-clients-and-pools.json / \"New connections per Redis node (the storm)\""];
+    let mut per_node: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
+    for row in storm {
+        *per_node.entry(row[1].clone()).or_default() += row[2].parse::<f64>().unwrap();
+    }
+    assert_eq!(per_node.len(), 6, "{per_node:?}");
+    let dead = per_node["redis-2-1"];
+    assert!(
+        per_node.iter().all(|(node, new)| node == "redis-2-1" || *new > dead),
+        "{per_node:?}"
+    );
+    // The clients' latency peaks towards the dead node.
+    let latency = &answers["redis-clients-and-pools.json / \"Redis command latency by node, as clients see it\""];
+    let worst = latency
+        .iter()
+        .max_by(|a, b| a[2].parse::<f64>().unwrap().total_cmp(&b[2].parse::<f64>().unwrap()))
+        .unwrap();
+    assert!(worst[1].contains("redis-2-1"), "{worst:?}");
+    // The verdicts panel and the annotations show the node loss.
+    let verdicts = &answers["incident-overview.json / \"Verdicts\""];
+    assert!(
+        verdicts
+            .iter()
+            .any(|row| row[2] == "node_loss" && row[4] == "dc-2-host-3"),
+        "{verdicts:?}"
+    );
+    let annotations = &answers["incident-overview.json / annotation \"Verdicts\""];
+    assert!(
+        annotations
+            .iter()
+            .any(|row| row[1].starts_with("opened: node_loss of redis-2-1")),
+        "{annotations:?}"
+    );
 }
