@@ -7,8 +7,11 @@
 //! The fleets run at the scenario's own 20x and the tests wait for what they check, with
 //! bounds far above what an idle machine takes, so they hold on a busy one.
 //!
-//! Needs `libchdb.so` (`scripts/setup`) and prometheus-alertmanager (scripts/test installs
-//! it); skipped without them except in CI.
+//! The first test also opens the alert's link, the verdict's incident page, in headless
+//! Chromium (Debian's chromium) and keeps a screenshot in target/incident-pages/.
+//!
+//! Needs `libchdb.so` (`scripts/setup`), prometheus-alertmanager and chromium (scripts/test
+//! installs them); skipped without them except in CI.
 
 #![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
 
@@ -24,7 +27,7 @@ use common::{
 
 #[test]
 fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {
-    let Some(binaries) = require(&["prometheus-alertmanager"]) else {
+    let Some(binaries) = require(&["prometheus-alertmanager", "chromium"]) else {
         return;
     };
     let dir = std::env::temp_dir().join(format!("epicenter-am-{}", std::process::id()));
@@ -101,10 +104,38 @@ fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {
     );
     assert!(summary.contains(", dc-2);"), "{summary}");
     assert_eq!(alert["labels"]["severity"], "critical");
-    // The link on-call opens is epicenter's own address (no invented scheme), and
+    // The link on-call opens is the verdict's incident page on epicenter's own address, and
     // global.external_labels travel with the alert.
-    assert_eq!(alert["generatorURL"], format!("http://{api}/api/v1/verdicts"));
+    let id = alert["annotations"]["verdict_id"].as_str().unwrap();
+    let link = format!("http://{api}/incidents/{id}");
+    assert_eq!(alert["generatorURL"], link.as_str());
     assert_eq!(alert["labels"]["region"], "test-region");
+    // Opened in real headless Chromium, the page names the verdict and highlights the dead
+    // node in the graph; its links resolve. A screenshot is kept under target/.
+    let shots = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/incident-pages");
+    std::fs::create_dir_all(&shots).unwrap();
+    let dom = chromium(&binaries[1], &dir, &["--dump-dom"], &link);
+    assert!(
+        dom.contains("<g class=\"node culprit\" data-instance=\"redis-2-1\">"),
+        "the culprit is not highlighted: {dom}"
+    );
+    assert!(dom.contains("id=\"sentence\">node loss: redis-2-1"), "{dom}");
+    assert!(dom.contains("class=\"edge path\""), "no failure path drawn: {dom}");
+    for href in dom.split("href=\"").skip(1).filter_map(|rest| rest.split('"').next()) {
+        let status = get_text(&api, href).split(' ').nth(1).unwrap_or_default().to_string();
+        assert_eq!(status, "200", "link {href} on the incident page");
+    }
+    let screenshot = shots.join("node-loss.png");
+    let _ = chromium(
+        &binaries[1],
+        &dir,
+        &[
+            &format!("--screenshot={}", screenshot.display()),
+            "--window-size=1400,1100",
+        ],
+        &link,
+    );
+    assert!(screenshot.exists(), "no screenshot at {}", screenshot.display());
     eprintln!(
         "through alertmanager: firing and resolved received {:?} after start; {}",
         started.elapsed(),
@@ -226,4 +257,32 @@ fn a_receiver_down_for_a_minute_loses_nothing_and_delays_no_verdict() {
     assert_eq!(notifiers["data"][0]["dropped"], 0, "{notifiers}");
     drop(guard);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs headless Chromium on `url` with `extra` flags (`--dump-dom`, `--screenshot=…`),
+/// with the flags that keep it off the network and a profile of its own under `dir`;
+/// returns its standard output.
+fn chromium(binary: &std::path::Path, dir: &std::path::Path, extra: &[&str], url: &str) -> String {
+    let profile = dir.join(format!("chromium-profile-{}", extra.len()));
+    let output = std::process::Command::new(binary)
+        .args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(url)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "chromium {extra:?} {url}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }

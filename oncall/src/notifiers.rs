@@ -56,7 +56,8 @@ fn describe(error: reqwest::Error) -> String {
 }
 
 /// Where alerts say they come from, as Prometheus's notifier says it: `generatorURL` is
-/// `<external_url>/api/v1/verdicts` (Prometheus: `--web.external-url`), and
+/// the verdict's incident page, `<external_url>/incidents/<verdict id>` (Prometheus:
+/// `--web.external-url`), and
 /// `global.external_labels` are added to every alert's labels unless the alert has the
 /// label already (as Prometheus adds them to the alerts it sends).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -239,7 +240,7 @@ pub fn alertmanager_body(
         },
         "startsAt": rfc3339(starts),
         "endsAt": rfc3339(ends),
-        "generatorURL": format!("{}/api/v1/verdicts", source.external_url),
+        "generatorURL": format!("{}/incidents/{}", source.external_url, verdict.id()),
     }])
 }
 
@@ -551,7 +552,10 @@ mod tests {
         let body = alertmanager_body(&loss, true, Duration::from_secs(60), &source);
         let alert = &body[0];
         assert_eq!(alert["labels"]["alertname"], "EpicenterRootCause");
-        assert_eq!(alert["generatorURL"], "https://epicenter.example:9464/api/v1/verdicts");
+        assert_eq!(
+            alert["generatorURL"],
+            "https://epicenter.example:9464/incidents/2000-redis-2-1"
+        );
         // External labels are added; the alert's own label wins a clash (as in Prometheus).
         assert_eq!(alert["labels"]["region"], "eu");
         assert_eq!(alert["labels"]["dc"], "dc-2");

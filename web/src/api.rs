@@ -94,7 +94,9 @@ pub fn app(state: Arc<AppState>, server: &crate::config::ServerConfig) -> Result
         .route("/api/v1/targets", get(targets))
         .route("/api/v1/verdicts", get(verdicts))
         .route("/api/v1/graph", get(graph))
-        .route("/api/v1/notifiers", get(notifiers));
+        .route("/api/v1/notifiers", get(notifiers))
+        .route("/incidents", get(crate::incident::list))
+        .route("/incidents/{id}", get(crate::incident::show));
     if let Some(token) = server.bearer_token()? {
         let token = Arc::new(token);
         api = api.layer(axum::middleware::from_fn(move |request, next| {
