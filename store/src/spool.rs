@@ -178,15 +178,6 @@ impl Spool {
                 "in use by another epicenter process (each process needs a spool of its own: set storage.spool.path)",
             )
         })?;
-        let id_path = dir.join("spool.id");
-        let id = match fs::read_to_string(&id_path) {
-            Ok(text) => text.trim().to_string(),
-            Err(_) => {
-                let id = crate::schema::new_batch_token().replace('-', "");
-                fs::write(&id_path, format!("{id}\n")).map_err(|error| error_at(&id_path, error))?;
-                id
-            }
-        };
         let mut queued = Vec::new();
         for entry in fs::read_dir(&dir).map_err(|error| error_at(&dir, error))? {
             let entry = entry.map_err(|error| error_at(&dir, error))?;
@@ -205,6 +196,27 @@ impl Spool {
         }
         queued.sort_unstable();
         let next = queued.last().map_or(0, |(sequence, _, _)| sequence + 1);
+        // The id names the tokens of the batches on disk, so a batch replayed after a
+        // crash is stored once. An empty spool has none to replay, and its sequence starts
+        // again at 0: it gets a new id, or its batches would carry the tokens of the last
+        // run's and the store would drop them as duplicates (a restart lost every batch
+        // inside the deduplication window).
+        let id_path = dir.join("spool.id");
+        let kept_id = fs::read_to_string(&id_path)
+            .ok()
+            .map(|text| text.trim().to_string())
+            .filter(|id| !id.is_empty() && !queued.is_empty());
+        let id = match kept_id {
+            Some(id) => id,
+            None => {
+                let id = crate::schema::new_batch_token().replace('-', "");
+                let temporary = dir.join("spool.id.tmp");
+                fs::write(&temporary, format!("{id}\n"))
+                    .and_then(|()| fs::rename(&temporary, &id_path))
+                    .map_err(|error| error_at(&id_path, error))?;
+                id
+            }
+        };
         let bytes = queued.iter().map(|(_, size, _)| size).sum();
         Ok(Spool {
             dir,
@@ -402,6 +414,31 @@ mod tests {
         let mut more = batch(4, 10);
         spool.append(&mut more).unwrap();
         assert_eq!(more.sequence, 3);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// Every batch delivered, then a restart: the sequence starts at 0 again, so the tokens
+    /// must not be the last run's (the store would drop the new batches as duplicates).
+    #[test]
+    fn an_emptied_spool_reopens_with_tokens_never_used_before() {
+        let dir = std::env::temp_dir().join(format!("epicenter-spool-reuse-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
+        let mut used = std::collections::HashSet::new();
+        for _ in 0..3 {
+            let mut next = batch(1, 10);
+            spool.append(&mut next).unwrap();
+            used.insert(spool.token(next.sequence));
+            spool.remove(next.sequence);
+        }
+        drop(spool);
+        let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
+        for _ in 0..3 {
+            let mut next = batch(2, 10);
+            spool.append(&mut next).unwrap();
+            let token = spool.token(next.sequence);
+            assert!(used.insert(token.clone()), "token {token} of the last run reused");
+        }
         let _ = fs::remove_dir_all(&dir);
     }
 
