@@ -151,6 +151,7 @@ fn check_config(args: &ConfigArgs) -> ExitCode {
             clickhouse.password()?;
             clickhouse.tls_client_config()?;
         }
+        config.storage.http.credentials()?;
         config.server.bearer_token()?;
         config.server.tls_server_config().map(|_| ())
     };

@@ -11,6 +11,7 @@ mod open;
 mod replay;
 mod run;
 mod serve;
+mod signals;
 mod sql;
 mod status;
 mod style;

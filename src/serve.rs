@@ -47,6 +47,7 @@ pub(crate) async fn serve(
     run_for: Option<Duration>,
     live_status: bool,
 ) -> ExitCode {
+    let mut signals = crate::signals::StopSignals::listen();
     // One HTTP client per job: each job may have its own tls_config.
     let mut scrapers = Vec::with_capacity(jobs.len());
     for (index, job) in jobs.iter().enumerate() {
@@ -178,7 +179,7 @@ pub(crate) async fn serve(
     };
     let stopped_by = tokio::select! {
         _ = limit => "time limit",
-        signal = stop_signal() => signal,
+        signal = signals.next() => signal,
     };
     let _ = stop.send(true);
     crate::style::clear_status();
@@ -190,7 +191,7 @@ pub(crate) async fn serve(
     let flushed = Arc::new(AtomicBool::new(false));
     let flushed_seen = Arc::clone(&flushed);
     tokio::spawn(async move {
-        let signal = stop_signal().await;
+        let signal = signals.next().await;
         if flushed_seen.load(Ordering::SeqCst) {
             eprintln!("epicenter: {signal} again: everything was already written; exiting");
         } else {
@@ -277,22 +278,5 @@ async fn publish(mut rounds: mpsc::Receiver<Round>, state: Arc<AppState>, notifi
         if let Err(error) = store.write_verdict(&event.row()).await {
             tracing::warn!(%error, "storing the verdict failed");
         }
-    }
-}
-
-/// Waits for Ctrl-C (SIGINT) or SIGTERM (what `kill`, systemd and `docker stop` send) and says
-/// which.
-async fn stop_signal() -> &'static str {
-    let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(terminate) => terminate,
-        Err(error) => {
-            tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops epicenter cleanly");
-            let _ = tokio::signal::ctrl_c().await;
-            return "Ctrl-C";
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => "Ctrl-C",
-        _ = terminate.recv() => "SIGTERM",
     }
 }

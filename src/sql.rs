@@ -88,6 +88,7 @@ pub(crate) fn run(args: &SqlArgs) -> ExitCode {
         Err(code) => return code,
     };
     // A store held by a running epicenter is asked through that epicenter's live endpoint.
+    let mut live = false;
     let (store, place) = match Store::open_existing(&config.storage, &runtime) {
         Ok(store) => {
             let place = store.describe(&config.storage);
@@ -98,7 +99,10 @@ pub(crate) fn run(args: &SqlArgs) -> ExitCode {
                 eprintln!("error: {held}; its live SQL endpoint only reads, so --write needs that process stopped");
                 return ExitCode::from(1);
             }
-            Ok((store, url)) => (store, format!("the running epicenter's live endpoint at {url}")),
+            Ok((store, url)) => {
+                live = true;
+                (store, format!("the running epicenter's live endpoint at {url}"))
+            }
             Err(error) => {
                 eprintln!("error: {held}; {error}");
                 return ExitCode::from(1);
@@ -126,13 +130,21 @@ pub(crate) fn run(args: &SqlArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(message) if !args.write && is_read_only_refusal(&message) => {
+            let way_out = if live {
+                "a running epicenter's live endpoint only reads"
+            } else {
+                "add --write to allow writes and settings"
+            };
             eprintln!(
-                "error: `epicenter sql` only reads: this query would write, change a setting or call a table function (add --write to allow writes and settings); {place} said: {message}"
+                "error: `epicenter sql` only reads: this query would write, change a setting or call a table function ({way_out}); {place} said: {message}"
             );
             ExitCode::from(1)
         }
         Err(message) => {
             eprintln!("error: the query failed; {place} said: {message}");
+            if live && message.contains("AUTHENTICATION_FAILED") {
+                eprintln!("hint: pass --config naming the configuration epicenter runs with: `sql` logs in as the first of its storage.http.users");
+            }
             ExitCode::from(1)
         }
     }

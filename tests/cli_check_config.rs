@@ -201,6 +201,25 @@ fn tls_files_are_read_as_run_reads_them() {
     }
 }
 
+/// The live endpoint's passwords are read by `check config` as `run` reads them.
+#[test]
+fn a_live_endpoint_password_that_cannot_be_read_fails_the_check() {
+    let path = write_temp(
+        "http-users.yml",
+        "storage:\n  http:\n    users: [{name: grafana, password_env: EPICENTER_TEST_SURELY_UNSET_PASSWORD}]\n",
+    );
+    let output = check_config(path.to_str().unwrap());
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains(
+            "storage.http.users[0].password_env: environment variable EPICENTER_TEST_SURELY_UNSET_PASSWORD is not set"
+        ),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_broken_detector_rules_file_fails_the_check() {
     let rules = write_temp(

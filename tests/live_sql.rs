@@ -189,6 +189,8 @@ fn the_live_store_answers_over_http_refuses_every_attack_and_sql_uses_it() {
 
     // Attacks: each is refused with ClickHouse's code, and changes nothing.
     let url_attack = format!("SELECT * FROM url('http://{api}/metrics', 'LineAsString')");
+    let outfile = dir.join("written-by-a-reader");
+    let outfile_attack = format!("SELECT 'x' INTO OUTFILE '{}' FORMAT RawBLOB", outfile.display());
     let attacks = [
         ("/", "INSERT INTO scrapes (job) VALUES ('x')", "164"),
         (
@@ -204,11 +206,50 @@ fn the_live_store_answers_over_http_refuses_every_attack_and_sql_uses_it() {
         ("/", "SELECT 1 SETTINGS readonly = 0", "164"),
         ("/?database=epicenter%3B%20DROP%20TABLE%20scrapes", "SELECT 1", "81"),
         ("/?param_x%3BDROP=1", "SELECT 1", "456"),
+        // What readonly = 1 leaves open in the embedded engine (found by a helper).
+        ("/", outfile_attack.as_str(), "164"),
+        ("/", "KILL QUERY WHERE query LIKE 'INSERT%' SYNC", "164"),
+        ("/", "SYSTEM STOP MERGES", "164"),
+        ("/", "SELECT 1; SELECT 2", "62"),
+        ("/", "  \n", "62"),
     ];
     for (target, body, expected) in attacks {
         let (status, code, answer) = request(sql_port, target, &as_grafana(), body);
         assert_eq!((status, code.as_str()), (500, expected), "{target} {body}: {answer}");
     }
+    assert!(!outfile.exists(), "INTO OUTFILE wrote {}", outfile.display());
+    // No request sees another's session: a failed query leaves no output behind, query
+    // parameters and USE do not carry over.
+    let (status, _, _) = request(
+        sql_port,
+        "/",
+        &as_grafana(),
+        "SELECT concat('left-', toString(number)), throwIf(number >= 70000, 'boom') FROM numbers(100000)",
+    );
+    assert_eq!(status, 500);
+    assert_eq!(request(sql_port, "/", &as_grafana(), "SELECT 1").2, "1\n");
+    assert_eq!(
+        request(
+            sql_port,
+            "/?param_secret=private",
+            &as_grafana(),
+            "SELECT {secret:String}"
+        )
+        .2,
+        "private\n"
+    );
+    let (status, _, body) = request(sql_port, "/", &as_grafana(), "SELECT {secret:String}");
+    assert_eq!(status, 500, "a parameter carried over: {body}");
+    assert_eq!(request(sql_port, "/", &as_grafana(), "USE system").0, 200);
+    assert_eq!(request(sql_port, "/", &as_grafana(), scraped).2, "1\n");
+    // A compressed body is refused rather than read as nothing.
+    let (_, code, _) = request(
+        sql_port,
+        "/",
+        &[as_grafana()[0], as_grafana()[1], ("Content-Encoding", "gzip")],
+        "x",
+    );
+    assert_eq!(code, "48");
     // The connection's limits stand, and no query can lift them.
     assert_eq!(
         request(

@@ -73,10 +73,32 @@ fn provider() -> std::sync::Arc<rustls::crypto::CryptoProvider> {
     std::sync::Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// Largest PEM file read (a CA bundle of a few hundred certificates is under 1 MiB): a
+/// path such as `/dev/zero` must not take the machine's memory.
+const MAX_PEM_BYTES: u64 = 8 << 20;
+
+/// The bytes of a PEM file, at most [`MAX_PEM_BYTES`], or an error naming `key` and the
+/// file.
+fn read_pem(key: &str, path: &std::path::Path) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_PEM_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|error| format!("{key} '{}': {error}", path.display()))?;
+    if bytes.len() as u64 > MAX_PEM_BYTES {
+        return Err(format!(
+            "{key} '{}': larger than {} MiB, not a PEM file",
+            path.display(),
+            MAX_PEM_BYTES >> 20
+        ));
+    }
+    Ok(bytes)
+}
+
 /// The certificates of a PEM file, or an error naming `key` and the file: unreadable, not
 /// PEM, or no certificate in it.
 fn read_certificates(key: &str, path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let pem = std::fs::read(path).map_err(|error| format!("{key} '{}': {error}", path.display()))?;
+    let pem = read_pem(key, path)?;
     let certificates = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|error| format!("{key} '{}': not a PEM certificate file ({error})", path.display()))?;
@@ -92,7 +114,7 @@ fn read_certificates(key: &str, path: &std::path::Path) -> Result<Vec<Certificat
 /// The private key of a PEM file (PKCS#8, PKCS#1 or SEC1), or an error naming `key` and the
 /// file. The key's bytes never appear in an error.
 fn read_private_key(key: &str, path: &std::path::Path) -> Result<PrivateKeyDer<'static>, String> {
-    let pem = std::fs::read(path).map_err(|error| format!("{key} '{}': {error}", path.display()))?;
+    let pem = read_pem(key, path)?;
     PrivateKeyDer::from_pem_slice(&pem).map_err(|_| {
         format!(
             "{key} '{}': no PEM private key in it (PKCS#8, PKCS#1 or SEC1, e.g. -----BEGIN PRIVATE KEY-----)",

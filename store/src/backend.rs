@@ -206,10 +206,15 @@ impl Store {
         format: &str,
     ) -> Result<Vec<u8>, String> {
         match self {
-            Store::Embedded(store) => store
-                .set_read_only()
-                .and_then(|()| store.query(sql, format))
-                .map_err(|error| error.to_string()),
+            Store::Embedded(store) => {
+                if let Some(refusal) = crate::guard::read_only_refusal(sql) {
+                    return Err(refusal);
+                }
+                store
+                    .set_read_only()
+                    .and_then(|()| store.query(sql, format))
+                    .map_err(|error| error.to_string())
+            }
             Store::Server(store) => runtime
                 .block_on(store.query_read_only(sql, format))
                 .map_err(|error| error.to_string()),

@@ -15,6 +15,17 @@ use crate::chdb::{library_path, Chdb, ChdbError};
 use crate::rows::{self, SampleRow, ScrapeReport};
 use crate::schema::{self, Table};
 
+/// Settings of a read-only connection ([`EmbeddedStore::open_read_only`]), set before it
+/// is made read-only so no query can lift them: one question may not run the collector's
+/// machine out of memory or time while the incident is on. Past a limit the query fails
+/// with ClickHouse's own error (`TIMEOUT_EXCEEDED`, `MEMORY_LIMIT_EXCEEDED`,
+/// `TOO_MANY_ROWS_OR_BYTES`).
+pub const QUERY_LIMITS: [&str; 3] = [
+    "SET max_execution_time = 60",
+    "SET max_memory_usage = 2147483648",
+    "SET max_result_bytes = 536870912",
+];
+
 /// The embedded store: chDB on a data directory, holding one database.
 #[derive(Debug)]
 pub struct EmbeddedStore {
@@ -31,6 +42,20 @@ impl EmbeddedStore {
             chdb: Mutex::new(chdb),
             database: database.to_string(),
         })
+    }
+
+    /// Opens a connection to the store at `data_path` for a reader that must not write:
+    /// `database` current, [`QUERY_LIMITS`] set, then the engine's `readonly = 1` (so no
+    /// query can lift the limits). What `readonly` leaves open in the embedded engine is
+    /// refused by [`crate::guard::read_only_refusal`] before a query gets here.
+    pub fn open_read_only(data_path: &Path, database: &str) -> Result<EmbeddedStore, ChdbError> {
+        let reader = EmbeddedStore::open(data_path, database)?;
+        reader.use_database()?;
+        for limit in QUERY_LIMITS {
+            reader.query(limit, "TabSeparated")?;
+        }
+        reader.set_read_only()?;
+        Ok(reader)
     }
 
     /// The database holding epicenter's tables.

@@ -5,14 +5,14 @@
 //! incident. (chDB serves one process at a time: without this, the store cannot be read
 //! until epicenter stops.)
 //!
-//! Shape: a second connection to the same data path (chDB lets one process open several),
-//! made read-only with the engine's own `readonly = 1` before it answers anything; users
-//! and passwords from `storage.http.users`. The URL is written to [`ENDPOINT_FILE`] inside
+//! Shape: each request gets a connection of its own to the same data path (chDB lets one
+//! process open several), made read-only with the engine's own `readonly = 1` and its
+//! limits before it answers anything ([`EmbeddedStore::open_read_only`]), at most
+//! [`crate::http::LIVE_QUERIES`] at once; users and passwords from `storage.http.users`. The URL is written to [`ENDPOINT_FILE`] inside
 //! the store's directory while it is served (and removed when it stops), so `epicenter sql
 //! --data DIR` finds a running epicenter's endpoint without being told the port.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use crate::config::HttpConfig;
 use crate::embedded::EmbeddedStore;
@@ -20,16 +20,6 @@ use crate::embedded::EmbeddedStore;
 /// File inside the embedded store's directory holding the live endpoint's URL
 /// (`http://127.0.0.1:9465`) while `run` or `demo` serves it.
 pub const ENDPOINT_FILE: &str = "http-endpoint";
-
-/// Settings of the endpoint's connection, set before it is made read-only (so no query can
-/// lift them): one question may not run the collector's machine out of memory or time
-/// while the incident is on. Past a limit the query fails with ClickHouse's own error
-/// (`TIMEOUT_EXCEEDED`, `MEMORY_LIMIT_EXCEEDED`, `TOO_MANY_ROWS_OR_BYTES`).
-pub const QUERY_LIMITS: [&str; 3] = [
-    "SET max_execution_time = 60",
-    "SET max_memory_usage = 2147483648",
-    "SET max_result_bytes = 536870912",
-];
 
 /// A served endpoint: its URL and the task serving it (which ends after shutdown, once the
 /// requests in flight are answered, and removes [`ENDPOINT_FILE`]).
@@ -58,15 +48,12 @@ pub async fn serve(
         return Ok(None);
     }
     let users = config.credentials()?;
-    let reader = EmbeddedStore::open(data_path, database)
-        .and_then(|reader| reader.use_database().map(|()| reader))
-        .and_then(|reader| {
-            for limit in QUERY_LIMITS {
-                reader.query(limit, "TabSeparated")?;
-            }
-            reader.set_read_only().map(|()| reader)
-        })
-        .map_err(|error| format!("storage.http: a read-only connection to the embedded store: {error}"))?;
+    // Each request gets a connection of its own (crate::http::live_router); one now says
+    // at start-up, rather than at the first question, if the engine refuses.
+    drop(
+        EmbeddedStore::open_read_only(data_path, database)
+            .map_err(|error| format!("storage.http: a read-only connection to the embedded store: {error}"))?,
+    );
     let listener = match tokio::net::TcpListener::bind(config.address()).await {
         Ok(listener) => listener,
         // The default port taken (another epicenter, a test beside this one): a free port
@@ -99,7 +86,7 @@ pub async fn serve(
         // `sql --data` will not find the endpoint on its own; `--config` still names it.
         tracing::warn!(file = %file.display(), %error, "cannot write the live endpoint's address");
     }
-    let router = crate::http::live_router(Arc::new(reader), users);
+    let router = crate::http::live_router(data_path.to_path_buf(), database.to_string(), users);
     let task = tokio::spawn(async move {
         let stopped = async move {
             let _ = shutdown.changed().await;

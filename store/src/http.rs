@@ -27,48 +27,100 @@ use crate::embedded::EmbeddedStore;
 /// default; compressed it is smaller).
 pub const MAX_BODY_BYTES: usize = 1 << 30;
 
+/// Questions the live endpoint answers at once; more wait their turn. Each holds a
+/// connection of its own and may use [`crate::embedded::QUERY_LIMITS`]' memory.
+pub const LIVE_QUERIES: usize = 4;
+
+/// Largest request body of the live endpoint: a query, not data (inserts are refused).
+pub const LIVE_MAX_BODY_BYTES: usize = 16 << 20;
+
+/// Where a request's statement runs.
+enum Engine {
+    /// One shared connection (the test interface, which also takes inserts).
+    Shared(Arc<EmbeddedStore>),
+    /// A read-only connection of its own per request
+    /// ([`EmbeddedStore::open_read_only`]): no request sees another's session (query
+    /// parameters, `USE`, output left by a failed query), and a long question holds one
+    /// slot of [`LIVE_QUERIES`], not the whole endpoint.
+    PerRequest {
+        data_path: std::path::PathBuf,
+        database: String,
+        slots: tokio::sync::Semaphore,
+    },
+}
+
 /// Who may ask what of one served store.
 struct Access {
-    store: Arc<EmbeddedStore>,
+    engine: Engine,
     /// Users and passwords (`None`: no password); `None` for the test interface, which
     /// asks no one.
     users: Option<Vec<(String, Option<Secret>)>>,
-    /// Refuse inserts before they reach the engine (the engine's own `readonly = 1` on the
-    /// connection refuses everything else that writes).
-    read_only: bool,
 }
 
 /// Router answering ClickHouse HTTP requests on `/` from `store`, without authentication
 /// and with inserts: what the server-sink tests and the fault tests write through. Never
 /// exposed by `epicenter run` (see [`live_router`]).
 pub fn router(store: Arc<EmbeddedStore>) -> Router {
-    build(Access {
-        store,
-        users: None,
-        read_only: false,
-    })
-}
-
-/// Router of the live endpoint (`crate::endpoint`): every request but `/ping` must name one
-/// of `users` with its password (`X-ClickHouse-User`/`X-ClickHouse-Key`, HTTP basic auth,
-/// or the `user`/`password` parameters, as ClickHouse takes them), else HTTP 401 with code
-/// 516 (`AUTHENTICATION_FAILED`); inserts are refused with code 164 (`READONLY`). `store`
-/// must be a connection made read-only with [`EmbeddedStore::set_read_only`], which makes
-/// the engine refuse writes, DDL, settings and table functions (`file`, `url`, `remote`).
-pub fn live_router(store: Arc<EmbeddedStore>, users: Vec<(String, Option<Secret>)>) -> Router {
-    build(Access {
-        store,
-        users: Some(users),
-        read_only: true,
-    })
-}
-
-fn build(access: Access) -> Router {
     Router::new()
         .route("/", any(handle))
         .route("/ping", any(|| async { "Ok.\n" }))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(Arc::new(access))
+        .with_state(Arc::new(Access {
+            engine: Engine::Shared(store),
+            users: None,
+        }))
+}
+
+/// Router of the live endpoint (`crate::endpoint`) over the embedded store at `data_path`:
+/// every request but `/ping` must name one of `users` with its password
+/// (`X-ClickHouse-User`/`X-ClickHouse-Key`, HTTP basic auth, or the `user`/`password`
+/// parameters, as ClickHouse takes them), checked before the body is read, else HTTP 401
+/// with code 516 (`AUTHENTICATION_FAILED`). Each request runs on a read-only connection of
+/// its own ([`EmbeddedStore::open_read_only`]: the engine's `readonly = 1` refuses writes,
+/// DDL, settings and table functions such as `file`, `url`, `remote`), after
+/// [`crate::guard::read_only_refusal`] (inserts, `INTO OUTFILE`, `KILL`, `SYSTEM`,
+/// multi-statements: code 164 or 62); bodies up to [`LIVE_MAX_BODY_BYTES`].
+pub fn live_router(data_path: std::path::PathBuf, database: String, users: Vec<(String, Option<Secret>)>) -> Router {
+    let access = Arc::new(Access {
+        engine: Engine::PerRequest {
+            data_path,
+            database,
+            slots: tokio::sync::Semaphore::new(LIVE_QUERIES),
+        },
+        users: Some(users),
+    });
+    Router::new()
+        .route("/", any(handle))
+        .layer(axum::middleware::from_fn_with_state(access.clone(), authenticate))
+        .route("/ping", any(|| async { "Ok.\n" }))
+        .layer(axum::extract::DefaultBodyLimit::max(LIVE_MAX_BODY_BYTES))
+        .with_state(access)
+}
+
+/// Refuses a request whose credentials match no user, before its body is read (so a
+/// client without a password cannot make the endpoint buffer a large body). Failed logins
+/// are logged with the user name (never the password) at info level.
+async fn authenticate(
+    State(access): State<Arc<Access>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let Some(users) = &access.users else {
+        return next.run(request).await;
+    };
+    let params = Query::<HashMap<String, String>>::try_from_uri(request.uri())
+        .map(|Query(params)| params)
+        .unwrap_or_default();
+    let (user, password) = credentials(request.headers(), &params);
+    if authenticated(users, &user, &password) {
+        return next.run(request).await;
+    }
+    tracing::info!(user = %user, "live SQL endpoint: authentication failed");
+    let mut response = failure(&format!(
+        "Code: 516. DB::Exception: {user}: Authentication failed: password is incorrect, or there is no user with such name. (AUTHENTICATION_FAILED)"
+    ));
+    *response.status_mut() = StatusCode::UNAUTHORIZED;
+    response
 }
 
 /// The user and password a request names, ClickHouse's three ways (headers first).
@@ -195,31 +247,25 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Some(users) = &access.users {
-        let (user, password) = credentials(&headers, &params);
-        if !authenticated(users, &user, &password) {
-            let mut response = failure(&format!(
-                "Code: 516. DB::Exception: {user}: Authentication failed: password is incorrect, or there is no user with such name. (AUTHENTICATION_FAILED)"
-            ));
-            *response.status_mut() = StatusCode::UNAUTHORIZED;
-            return response;
-        }
-    }
-    let store = access.store.clone();
     let query = params.get("query").cloned().unwrap_or_default();
     let decompress = params.get("decompress").is_some_and(|value| value == "1");
-    let result = if let Some((insert, format)) = split_insert(&query) {
-        if access.read_only {
+    let read_only = matches!(access.engine, Engine::PerRequest { .. });
+    if read_only && headers.contains_key("content-encoding") {
+        return failure("Code: 48. DB::Exception: compressed request bodies are not supported by epicenter's live endpoint: send the query uncompressed. (NOT_IMPLEMENTED)");
+    }
+    if let Some((insert, format)) = split_insert(&query) {
+        let Engine::Shared(store) = &access.engine else {
             return failure(
                 "Code: 164. DB::Exception: epicenter's live endpoint only reads: cannot insert. (READONLY)",
             );
-        }
+        };
+        let store = store.clone();
         let data = if decompress {
             decompress_blocks(&body)
         } else {
             Ok(body.to_vec())
         };
-        match data {
+        let result = match data {
             Ok(data) => {
                 tokio::task::spawn_blocking(move || store.insert_raw(&insert, &format, &data).map(|_| Vec::new()))
                     .await
@@ -227,34 +273,75 @@ async fn handle(
                     .and_then(|result| result.map_err(|error| error.to_string()))
             }
             Err(error) => Err(format!("Code: 271. cannot decompress the request body: {error}")),
-        }
-    } else {
-        let mut statement = query;
-        if !body.is_empty() {
-            if !statement.is_empty() {
-                statement.push('\n');
-            }
-            statement.push_str(&String::from_utf8_lossy(&body));
-        }
-        let format = params
-            .get("default_format")
-            .cloned()
-            .unwrap_or_else(|| "TabSeparated".to_string());
-        let database = params.get("database").cloned();
-        if let Some(database) = &database {
-            if database.is_empty() || !database.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                return failure("Code: 81. DB::Exception: the database parameter must be a database name: letters, digits and '_'. (UNKNOWN_DATABASE)");
-            }
-        }
-        let bindings = match parameter_statements(&params) {
-            Ok(bindings) => bindings,
-            Err(message) => return failure(&message),
         };
-        tokio::task::spawn_blocking(move || store.query_in(database.as_deref(), &bindings, &statement, &format))
-            .await
-            .map_err(|error| error.to_string())
-            .and_then(|result| result.map_err(|error| error.to_string()))
+        return answer(result);
+    }
+    let mut statement = query;
+    if !body.is_empty() {
+        if !statement.is_empty() {
+            statement.push('\n');
+        }
+        statement.push_str(&String::from_utf8_lossy(&body));
+    }
+    if statement
+        .trim_matches(|c: char| c.is_whitespace() || c == '\0')
+        .is_empty()
+    {
+        return failure("Code: 62. DB::Exception: Empty query. (SYNTAX_ERROR)");
+    }
+    let format = params
+        .get("default_format")
+        .cloned()
+        .unwrap_or_else(|| "TabSeparated".to_string());
+    let database = params.get("database").cloned();
+    if let Some(database) = &database {
+        if database.is_empty() || !database.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return failure("Code: 81. DB::Exception: the database parameter must be a database name: letters, digits and '_'. (UNKNOWN_DATABASE)");
+        }
+    }
+    let bindings = match parameter_statements(&params) {
+        Ok(bindings) => bindings,
+        Err(message) => return failure(&message),
     };
+    match &access.engine {
+        Engine::Shared(store) => {
+            let store = store.clone();
+            answer(
+                tokio::task::spawn_blocking(move || {
+                    store.query_in(database.as_deref(), &bindings, &statement, &format)
+                })
+                .await
+                .map_err(|error| error.to_string())
+                .and_then(|result| result.map_err(|error| error.to_string())),
+            )
+        }
+        Engine::PerRequest {
+            data_path,
+            database: home,
+            slots,
+        } => {
+            if let Some(refusal) = crate::guard::read_only_refusal(&statement) {
+                return failure(&refusal);
+            }
+            let Ok(_slot) = slots.acquire().await else {
+                return failure("Code: 1000. DB::Exception: the endpoint is shutting down.");
+            };
+            let (data_path, home) = (data_path.clone(), home.clone());
+            answer(
+                tokio::task::spawn_blocking(move || {
+                    let reader = EmbeddedStore::open_read_only(&data_path, &home)?;
+                    reader.query_in(database.as_deref(), &bindings, &statement, &format)
+                })
+                .await
+                .map_err(|error| error.to_string())
+                .and_then(|result| result.map_err(|error| error.to_string())),
+            )
+        }
+    }
+}
+
+/// The HTTP answer to an outcome: 200 with the output, or [`failure`].
+fn answer(result: Result<Vec<u8>, String>) -> Response {
     match result {
         Ok(output) => (StatusCode::OK, output).into_response(),
         Err(message) => failure(&message),

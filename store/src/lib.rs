@@ -23,6 +23,7 @@ pub mod clickhouse;
 pub mod config;
 pub mod embedded;
 pub mod endpoint;
+pub mod guard;
 pub mod http;
 pub mod rowbinary;
 pub mod rows;

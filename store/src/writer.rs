@@ -58,10 +58,15 @@ impl Sink for EmbeddedStore {
                 message: format!("writer task failed: {error}"),
                 retryable: false,
             })?
-            // The embedded engine fails the same way twice; retrying only delays other batches.
-            .map_err(|error| SinkError {
-                message: error.to_string(),
-                retryable: false,
+            // The embedded engine fails the same way twice; retrying only delays other
+            // batches. A cancelled insert (KILL QUERY, or a memory limit hit beside a heavy
+            // question) is not the data's fault: it is tried again.
+            .map_err(|error| {
+                let message = error.to_string();
+                let retryable = ["QUERY_WAS_CANCELLED", "MEMORY_LIMIT_EXCEEDED", "TIMEOUT_EXCEEDED"]
+                    .iter()
+                    .any(|name| message.contains(name));
+                SinkError { message, retryable }
             })
     }
 }

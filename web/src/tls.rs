@@ -3,7 +3,7 @@
 //! and hands axum only connections that finished it.
 //!
 //! Shape: `TcpListener` ─ accept ─► one task per connection (handshake, at most
-//! [`HANDSHAKE_TIMEOUT`], at most [`MAX_HANDSHAKES`] at once) ─ mpsc ─► [`TlsListener`] ─►
+//! [`HANDSHAKE_TIMEOUT`]) ─ mpsc ─► [`TlsListener`] ─►
 //! `axum::serve`, which keeps its graceful shutdown. A failed handshake is logged at debug
 //! level (a port scanner or a client without the CA is not epicenter's error) and counted
 //! nowhere else.
@@ -13,15 +13,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
 /// Longest a client may take to complete its TLS handshake before the connection is closed.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Handshakes in progress at once; further connections wait in the kernel's accept queue.
-pub const MAX_HANDSHAKES: usize = 256;
 
 /// Connections whose handshake completed, waiting for axum to take them.
 const READY_QUEUE: usize = 64;
@@ -57,11 +54,10 @@ impl Drop for TlsListener {
 }
 
 async fn accept_loop(tcp: TcpListener, acceptor: TlsAcceptor, ready: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>) {
-    let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
+    // No bound on handshakes in progress: with one, a few hundred idle connections held
+    // the accept loop for everyone (found by a helper); each costs a task and a socket
+    // for at most HANDSHAKE_TIMEOUT.
     loop {
-        let Ok(permit) = handshakes.clone().acquire_owned().await else {
-            return;
-        };
         let (stream, peer) = match tcp.accept().await {
             Ok(accepted) => accepted,
             Err(error) => {
@@ -74,7 +70,6 @@ async fn accept_loop(tcp: TcpListener, acceptor: TlsAcceptor, ready: mpsc::Sende
         let acceptor = acceptor.clone();
         let ready = ready.clone();
         tokio::spawn(async move {
-            let _permit = permit;
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(stream)) => {
                     let _ = ready.send((stream, peer)).await;
