@@ -14,31 +14,12 @@
 
 #![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
-/// The page's questions: (heading, SQL), in order.
-fn questions() -> Vec<(String, String)> {
-    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/investigation.md")).unwrap();
-    let mut questions = Vec::new();
-    let mut heading = None;
-    let mut sql: Option<String> = None;
-    for line in page.lines() {
-        if let Some(title) = line.strip_prefix("## ") {
-            heading = Some(title.to_string());
-        } else if line == "```sql" {
-            sql = Some(String::new());
-        } else if line == "```" {
-            if let (Some(title), Some(text)) = (heading.take(), sql.take()) {
-                questions.push((title, text));
-            }
-        } else if let Some(text) = &mut sql {
-            text.push_str(line);
-            text.push('\n');
-        }
-    }
-    questions
-}
+use common::cookbook_questions as questions;
 
 /// Rows of `query` on the store at `data`, as `epicenter sql -f` prints them in
 /// TabSeparated, split into fields.

@@ -15,7 +15,10 @@ use std::io::{Read, Write};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{epicenter_log, free_port, require, signal, start_epicenter_with, wait_port, Guard, Signal};
+use common::{
+    epicenter_log, free_port, official_clients, output_of, require, signal, start_epicenter_with, wait_port, Guard,
+    Signal,
+};
 
 const PASSWORD: &str = "s3cret-live-Pa55";
 
@@ -362,47 +365,6 @@ fn the_live_store_answers_over_http_refuses_every_attack_and_sql_uses_it() {
     let (code, from_disk, stderr) = epicenter_sql(&["--config", config_arg, "--format", "TabSeparated", &literal]);
     assert_eq!((code, from_disk), (Some(0), expected), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// Where `scripts/test` installed the official clients (`EPICENTER_CLIENTS`, else
-/// `target/clients`): a venv with clickhouse-connect and a Node folder with
-/// @clickhouse/client. Missing outside CI: skipped, said plainly; missing in CI: a failure.
-fn official_clients() -> Option<std::path::PathBuf> {
-    let folder = std::env::var_os("EPICENTER_CLIENTS").map_or_else(
-        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/clients"),
-        std::path::PathBuf::from,
-    );
-    let ready = folder.join("venv/bin/python").exists() && folder.join("node/node_modules/@clickhouse/client").exists();
-    if ready {
-        return Some(folder);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{} lacks the official ClickHouse clients: scripts/test installs them",
-        folder.display()
-    );
-    eprintln!(
-        "SKIPPED: the official ClickHouse clients are not in {} (scripts/test installs them)",
-        folder.display()
-    );
-    None
-}
-
-/// Runs `program` with `args`; returns its standard output, panicking with its stderr when
-/// it fails.
-fn output_of(program: &std::path::Path, args: &[&str], directory: &std::path::Path) -> String {
-    let output = Command::new(program)
-        .args(args)
-        .current_dir(directory)
-        .output()
-        .unwrap_or_else(|error| panic!("cannot run {}: {error}", program.display()));
-    assert!(
-        output.status.success(),
-        "{} failed: {}",
-        program.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// clickhouse-connect (PyPI): `question` with server-side parameters, rows as TSV lines.

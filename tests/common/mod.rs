@@ -391,3 +391,67 @@ pub(crate) fn start_fleet(speed: u32, targets: &std::path::Path) -> Child {
     }
     child
 }
+
+/// Where `scripts/test` installed the official clients (`EPICENTER_CLIENTS`, else
+/// `target/clients`): a venv with clickhouse-connect and a Node folder with
+/// @clickhouse/client. Missing outside CI: skipped, said plainly; missing in CI: a failure.
+pub(crate) fn official_clients() -> Option<std::path::PathBuf> {
+    let folder = std::env::var_os("EPICENTER_CLIENTS").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/clients"),
+        std::path::PathBuf::from,
+    );
+    let ready = folder.join("venv/bin/python").exists() && folder.join("node/node_modules/@clickhouse/client").exists();
+    if ready {
+        return Some(folder);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{} lacks the official ClickHouse clients: scripts/test installs them",
+        folder.display()
+    );
+    eprintln!(
+        "SKIPPED: the official ClickHouse clients are not in {} (scripts/test installs them)",
+        folder.display()
+    );
+    None
+}
+
+/// Runs `program` with `args`; returns its standard output, panicking with its stderr when
+/// it fails.
+pub(crate) fn output_of(program: &std::path::Path, args: &[&str], directory: &std::path::Path) -> String {
+    let output = Command::new(program)
+        .args(args)
+        .current_dir(directory)
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run {}: {error}", program.display()));
+    assert!(
+        output.status.success(),
+        "{} failed: {}",
+        program.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The questions of docs/investigation.md: (heading, SQL), in order.
+pub(crate) fn cookbook_questions() -> Vec<(String, String)> {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/investigation.md")).unwrap();
+    let mut questions = Vec::new();
+    let mut heading = None;
+    let mut sql: Option<String> = None;
+    for line in page.lines() {
+        if let Some(title) = line.strip_prefix("## ") {
+            heading = Some(title.to_string());
+        } else if line == "```sql" {
+            sql = Some(String::new());
+        } else if line == "```" {
+            if let (Some(title), Some(text)) = (heading.take(), sql.take()) {
+                questions.push((title, text));
+            }
+        } else if let Some(text) = &mut sql {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    questions
+}
