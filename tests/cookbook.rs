@@ -59,19 +59,7 @@ fn demo_store() -> Option<&'static Path> {
     static STORE: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
     STORE
         .get_or_init(|| {
-            let library = epicenter_store::library_path();
-            if !library.exists() {
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "{} missing: CI runs scripts/setup first",
-                    library.display()
-                );
-                eprintln!(
-                    "SKIPPED: chDB library not found at {} (run scripts/setup)",
-                    library.display()
-                );
-                return None;
-            }
+            common::require(&[])?;
             let dir = std::env::temp_dir().join(format!("epicenter-cookbook-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir).unwrap();
