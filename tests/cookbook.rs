@@ -1,9 +1,12 @@
 //! Every query of docs/investigation.md and every panel and annotation query of the
-//! dashboards in dashboards/, run on the store of one real `epicenter demo --scenario
-//! redis-node-loss`, with the answers checked: the verdict names the node, its evidence and
-//! the callers point at it, the connection storm ranks the surviving Redis nodes first, the
+//! dashboards in dashboards/, run on the stores of real `epicenter demo` runs
+//! (redis-node-loss; zone-session-loss for the mailboxes, backend-cold-start for the
+//! warm-up), with the answers checked: the verdict names the node, its evidence and the
+//! callers point at it, the connection storm ranks the surviving Redis nodes first, the
 //! backends' pools have waiters, the dead node's `redis_up` is among what changed before the
-//! verdict, and the clients' latency peaks towards the dead node. The dashboards are linted
+//! verdict, the clients' latency peaks towards the dead node, the runaway mailbox
+//! (voice_state_sup on voice-1-1) is named first, and the restarted backends are named and
+//! slower than the warm ones. The dashboards are linted
 //! too (a description on every panel, the data source only through the `datasource`
 //! variable). Grafana itself does not run here: the plugin's macros are expanded as its
 //! documentation defines them.
@@ -53,31 +56,37 @@ fn rows(data: &Path, title: &str, query: &str) -> Vec<Vec<String>> {
     rows
 }
 
-/// The store of one node-loss demo, made once for the tests of this file; None (skipped)
-/// without chDB outside CI.
-fn demo_store() -> Option<&'static Path> {
-    static STORE: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
-    STORE
-        .get_or_init(|| {
-            common::require(&[])?;
-            let dir = std::env::temp_dir().join(format!("epicenter-cookbook-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            let data = dir.join("data");
-            let demo = Command::new(env!("CARGO_BIN_EXE_epicenter"))
-                .args(["demo", "--scenario", "redis-node-loss", "--data"])
-                .arg(&data)
-                .output()
-                .unwrap();
-            assert!(demo.status.success(), "{}", String::from_utf8_lossy(&demo.stderr));
-            Some(data)
-        })
-        .as_deref()
+/// The store of one demo of `scenario`, made once for the tests of this file; None
+/// (skipped) without chDB outside CI.
+fn demo_store(scenario: &'static str) -> Option<&'static Path> {
+    static STORES: std::sync::Mutex<std::collections::BTreeMap<&str, Option<&'static Path>>> =
+        std::sync::Mutex::new(std::collections::BTreeMap::new());
+    let mut stores = STORES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    *stores.entry(scenario).or_insert_with(|| {
+        common::require(&[])?;
+        let dir = std::env::temp_dir().join(format!("epicenter-cookbook-{}-{scenario}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let data = dir.join("data");
+        let demo = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+            .args(["demo", "--scenario", scenario, "--data"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        assert!(
+            demo.status.success(),
+            "{scenario}: {}",
+            String::from_utf8_lossy(&demo.stderr)
+        );
+        Some(&*Box::leak(data.into_boxed_path()))
+    })
 }
 
 #[test]
 fn every_cookbook_query_answers_the_node_loss_demo_as_the_page_says() {
-    let Some(data) = demo_store() else { return };
+    let Some(data) = demo_store("redis-node-loss") else {
+        return;
+    };
     let questions = questions();
     assert_eq!(questions.len(), 6, "docs/investigation.md has six questions");
 
@@ -178,8 +187,8 @@ fn queries(name: &str, dashboard: &serde_json::Value) -> Vec<(String, String)> {
 /// `sql` with the ClickHouse data source plugin's macros expanded as its documentation
 /// defines them (`$__timeFilter_ms(c)`: `c >= fromUnixTimestamp64Milli(from) AND c <=
 /// fromUnixTimestamp64Milli(to)`; `$__timeInterval(c)`: `toStartOfInterval(toDateTime(c),
-/// INTERVAL $__interval_s second)`), for the range `from_ms..to_ms`, a 30 s interval and the
-/// variables at "All".
+/// INTERVAL $__interval_s second)`; `$__fromTime`, `$__toTime`: `toDateTime(seconds)`), for
+/// the range `from_ms..to_ms`, a 30 s interval and the variables at "All".
 fn expand(sql: &str, from_ms: i64, to_ms: i64) -> String {
     let mut text = sql.to_string();
     for (macro_name, expansion) in [
@@ -199,6 +208,9 @@ fn expand(sql: &str, from_ms: i64, to_ms: i64) -> String {
             text.replace_range(start..=close, &expansion.replace("{c}", &column));
         }
     }
+    text = text
+        .replace("$__fromTime", &format!("toDateTime({})", from_ms / 1000))
+        .replace("$__toTime", &format!("toDateTime({})", to_ms / 1000));
     for variable in ["dc", "service", "host"] {
         text = text.replace(&format!("${{{variable}}}"), "__all");
     }
@@ -207,9 +219,9 @@ fn expand(sql: &str, from_ms: i64, to_ms: i64) -> String {
 }
 
 #[test]
-fn the_dashboards_are_linted_and_every_panel_query_answers_on_the_node_loss_demo() {
+fn the_dashboards_are_linted_and_every_panel_query_answers_on_its_demo() {
     let boards = dashboards();
-    assert!(boards.len() >= 2, "{boards:?}");
+    assert!(boards.len() >= 4, "{boards:?}");
     for (name, board) in &boards {
         assert!(
             board["description"].as_str().is_some_and(|text| !text.is_empty()),
@@ -248,21 +260,56 @@ fn the_dashboards_are_linted_and_every_panel_query_answers_on_the_node_loss_demo
             "{name}: a uid other than the dashboard's own and ${{datasource}}"
         );
     }
-    let Some(data) = demo_store() else { return };
-    let range = rows(
-        data,
-        "the demo's range",
-        "SELECT toUnixTimestamp64Milli(min(time)), toUnixTimestamp64Milli(max(time)) FROM samples",
-    );
-    let (from_ms, to_ms): (i64, i64) = (range[0][0].parse().unwrap(), range[0][1].parse().unwrap());
+    // Each dashboard is run on the demo whose incident it is for.
     let mut answers = std::collections::HashMap::new();
     for (name, board) in &boards {
+        let scenario = match name.as_str() {
+            "beam-mailboxes.json" => "zone-session-loss",
+            "deploys-and-warm-up.json" => "backend-cold-start",
+            _ => "redis-node-loss",
+        };
+        let Some(data) = demo_store(scenario) else { return };
+        let range = rows(
+            data,
+            "the demo's range",
+            "SELECT toUnixTimestamp64Milli(min(time)), toUnixTimestamp64Milli(max(time)) FROM samples",
+        );
+        // The warm-up dashboard's range opens 30 s after the first sample, as a range a
+        // person chooses does (after the fleet came up), so what started with the fleet is
+        // before it. The others take the whole span: a demo's scrapes carry the wall clock,
+        // its samples the simulated one, so its scrapes lie in the span's first seconds.
+        let opening = if scenario == "backend-cold-start" { 30_000 } else { 0 };
+        let (from_ms, to_ms): (i64, i64) = (
+            range[0][0].parse::<i64>().unwrap() + opening,
+            range[0][1].parse().unwrap(),
+        );
         for (place, sql) in queries(name, board) {
             let answer = rows(data, &place, &expand(&sql, from_ms, to_ms));
-            eprintln!("{place}: {} rows", answer.len());
+            eprintln!("{place} on {scenario}: {} rows", answer.len());
             answers.insert(place, answer);
         }
     }
+    // The mailbox that ran away is named first: voice_state_sup on voice-1-1.
+    let mailboxes = &answers["beam-mailboxes.json / \"Longest mailboxes\""];
+    assert_eq!(mailboxes[0][..2], ["voice-1-1", "voice_state_sup"], "{mailboxes:?}");
+    // The two restarted backends, and their latency far above the warm ones'.
+    let started = &answers["deploys-and-warm-up.json / \"Instances started in the range\""];
+    let names: Vec<&str> = started.iter().map(|row| row[0].as_str()).collect();
+    assert_eq!(names, ["backend-1-1", "backend-1-2"], "{started:?}");
+    let warm_up = &answers["deploys-and-warm-up.json / \"Request latency: started in the range vs running before\""];
+    let peak = |age: &str| {
+        warm_up
+            .iter()
+            .filter(|row| row[1] == age)
+            .map(|row| row[2].parse::<f64>().unwrap())
+            .fold(0.0, f64::max)
+    };
+    assert!(
+        peak("started in range") > 3.0 * peak("running before"),
+        "new {} vs old {}",
+        peak("started in range"),
+        peak("running before")
+    );
     // The storm panel, summed over the range: every survivor above the dead node.
     let storm = &answers["redis-clients-and-pools.json / \"New connections per Redis node (the storm)\""];
     let mut per_node: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
