@@ -5,7 +5,9 @@
 //! still show which endpoint is meant: user, host, port, path, query names, the secret parts
 //! as `xxxxx`.
 //!
-//! Needs `libchdb.so` (`scripts/setup`) for the live run; skipped without it except in CI.
+//! Each test prints its figures (outputs searched, lines read, secrets found); scripts/test
+//! runs them beside fault tests 1-5, output shown. Needs `libchdb.so` (`scripts/setup`) for
+//! the live run; skipped without it except in CI.
 
 #![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
 
@@ -25,8 +27,25 @@ const IN_WEBHOOK_QUERY: &str = "Hook-S3cret-0b9e";
 const IN_ALERTMANAGER_URL: &str = "Am-S3cret-5d21";
 const ENV_VARIABLE: &str = "EPICENTER_TEST_CLICKHOUSE_PASSWORD";
 
+// Outputs searched and lines read by `assert_no_secret`, for the figures each test prints
+// (each test runs on a thread of its own).
+thread_local! {
+    static SEARCHED: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// Prints fault 7's figures for this test: the five secrets, how many outputs and lines
+/// were searched, found 0 times (any finding has already failed the test).
+fn figures(test: &str) {
+    let (outputs, lines) = SEARCHED.get();
+    eprintln!(
+        "fault 7 ({test}): 5 secrets given 5 ways, looked for in {outputs} outputs ({lines} lines): found 0 times"
+    );
+}
+
 /// Fails naming the secret and the line it leaked in.
 fn assert_no_secret(what: &str, text: &str) {
+    let (outputs, lines) = SEARCHED.get();
+    SEARCHED.set((outputs + 1, lines + text.lines().count()));
     for secret in [
         IN_CLICKHOUSE_URL,
         IN_ENV,
@@ -101,7 +120,7 @@ fn epicenter(args: &[&str], config: &std::path::Path) -> String {
 }
 
 #[test]
-fn check_config_and_a_failed_start_show_no_secret() {
+fn e2e_fault_7_check_config_and_a_failed_start_show_no_secret() {
     let dir = folder("check");
     let port = free_port();
     for (way, storage) in storages(&dir, port) {
@@ -151,13 +170,14 @@ fn check_config_and_a_failed_start_show_no_secret() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+    figures("check config and failed starts");
 }
 
 /// With a bearer token configured, the API answers only requests that carry it; Prometheus's
 /// endpoints and the probes stay open; the token is in no response or log line; an empty
 /// token file refuses to start.
 #[test]
-fn a_bearer_token_guards_the_api_and_leaves_metrics_and_probes_open() {
+fn e2e_fault_7_a_bearer_token_guards_the_api_and_leaves_metrics_and_probes_open() {
     if require(&[]).is_none() {
         return;
     }
@@ -220,12 +240,13 @@ fn a_bearer_token_guards_the_api_and_leaves_metrics_and_probes_open() {
     assert_eq!(output.status.code(), Some(64), "{stderr}");
     assert!(stderr.contains("server.bearer_token: the token is empty"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
+    eprintln!("fault 7 (the bearer token): 401 without the token or with a wrong one; the token in no log line");
 }
 
 /// A live run whose notifiers cannot deliver (their receivers are down, so every attempt
 /// fails and is logged): the log, at trace level, and every API response stay clean.
 #[test]
-fn a_live_run_with_failing_notifiers_shows_no_secret() {
+fn e2e_fault_7_a_live_run_with_failing_notifiers_shows_no_secret() {
     if require(&[]).is_none() {
         return;
     }
@@ -303,4 +324,5 @@ fn a_live_run_with_failing_notifiers_shows_no_secret() {
     );
     drop(guard);
     let _ = std::fs::remove_dir_all(&dir);
+    figures("a live run with failing notifiers");
 }
