@@ -75,6 +75,30 @@ pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// A port below the kernel's ephemeral range (`net.ipv4.ip_local_port_range`) that nothing is
+/// bound to now, for a server that stays down a while and then binds it: a port from
+/// `free_port` lies inside that range, so any outgoing connection (a scrape, a client) may take
+/// it as its local port meanwhile and the late bind fails with "Address already in use".
+/// Candidates start at a point drawn from the clock and process id, so that tests running at
+/// once rarely try the same ones.
+pub(crate) fn port_for_a_later_bind() -> u16 {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    let low = 10_000u16.min(ephemeral_low.saturating_sub(1_000));
+    let span = u32::from(ephemeral_low - low);
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos()
+        ^ std::process::id().wrapping_mul(2_654_435_761);
+    (0..span)
+        .map(|step| low + (seed.wrapping_add(step) % span) as u16)
+        .find(|&port| TcpListener::bind(("127.0.0.1", port)).is_ok())
+        .expect("no free port below the ephemeral range")
+}
+
 /// Waits up to `limit` for something to accept on 127.0.0.1:`port`.
 pub(crate) fn wait_port(port: u16, limit: Duration) -> bool {
     let start = Instant::now();
