@@ -228,13 +228,24 @@ fn check_metrics(args: MetricsArgs) -> ExitCode {
             Validation::Prometheus
         },
     };
-    let exposition = match parse(&body, options) {
+    let mut exposition = match parse(&body, options) {
         Ok(exposition) => exposition,
         Err(error) => {
             eprintln!("error: {source}:{error}");
             return ExitCode::from(1);
         }
     };
+    let duplicates = exposition.duplicate_samples();
+    if let Some(first) = duplicates.first().filter(|_| args.strict) {
+        eprintln!("error: {source}:{first}");
+        return ExitCode::from(1);
+    }
+    if !duplicates.is_empty() {
+        exposition.warnings.extend(duplicates);
+        exposition
+            .warnings
+            .sort_by_key(|warning| (warning.line, warning.column));
+    }
     if body.iter().all(u8::is_ascii_whitespace) {
         eprintln!("warning: {source}: body is empty: no families (is the exporter answering?)");
     }

@@ -60,6 +60,7 @@ impl Config {
     pub(crate) fn validate(&self) -> Result<Vec<Job>, Vec<ConfigError>> {
         let mut problems = Problems::default();
         let jobs = epicenter_collector::config::jobs(&self.global, &self.scrape_configs, &mut problems);
+        epicenter_collector::targets::static_target_problems(&jobs, &mut problems);
         self.storage.problems(&mut problems);
         epicenter_oncall::config::problems(&self.notifiers, &mut problems);
         self.storage.retention_problems(&mut problems);

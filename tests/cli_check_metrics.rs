@@ -115,6 +115,33 @@ fn strict_turns_tolerated_violations_into_errors() {
     assert!(String::from_utf8_lossy(&strict.stderr).contains("error: <stdin>:3:1: buckets of 'a' out of order"));
 }
 
+/// Issue 16: the same series twice in one body was accepted silently, even under --strict.
+/// Now a warning naming both lines (a scrape keeps the first), an error under --strict; the
+/// same name with other labels, or the same labels in another order, is judged by label set.
+#[test]
+fn the_same_series_twice_is_a_warning_and_strict_rejects_it() {
+    let body = b"a_total 1\nb{x=\"1\",y=\"2\"} 2\nb{x=\"2\",y=\"2\"} 3\nb{y=\"2\",x=\"1\"} 4\n";
+    let default = epicenter(&["check", "metrics"], Some(body));
+    let stderr = String::from_utf8_lossy(&default.stderr);
+    assert_eq!(default.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("warning: <stdin>:4:1: series 'b' repeats line 2 at the same timestamp"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("warning:").count(), 1, "{stderr}");
+    let strict = epicenter(&["check", "metrics", "--strict"], Some(body));
+    assert_eq!(strict.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&strict.stderr).contains("error: <stdin>:4:1: series 'b' repeats line 2"));
+    // Other timestamps are other samples.
+    let timestamped = epicenter(&["check", "metrics", "--strict"], Some(b"a 1 1000\na 2 2000\n"));
+    assert_eq!(
+        timestamped.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&timestamped.stderr)
+    );
+}
+
 #[test]
 fn explicit_format_is_honoured() {
     let output = epicenter(&["check", "metrics", "--format", "openmetrics"], Some(b"up 1\n"));

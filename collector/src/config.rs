@@ -302,8 +302,13 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
                 let path = at(&format!("static_configs[{static_index}].targets[{target_index}]"));
                 if let Err(message) = check_target(target) {
                     problems.push(path, message);
-                } else if !targets.insert(target.clone()) {
-                    problems.push(path, format!("'{target}' is listed twice in this job"));
+                } else if !targets.insert((target.clone(), &static_config.labels)) {
+                    // The same address with other labels (another `__metrics_path__` or
+                    // `__param_target`, the multi-target exporter pattern) is another target.
+                    problems.push(
+                        path,
+                        format!("'{target}' is listed twice in this job with the same labels"),
+                    );
                 }
             }
             for name in static_config.labels.keys() {

@@ -15,7 +15,9 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::hash_map::Entry;
+
+use rustc_hash::FxHashMap;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
 
@@ -43,7 +45,9 @@ pub const ACCEPT: &str = "application/openmetrics-text;version=1.0.0;q=0.5,text/
 /// scrape are evicted after it.
 #[derive(Debug, Default)]
 pub struct TargetState {
-    previous_series: FxHashSet<u64>,
+    previous_series: FxHashMap<u64, i64>,
+    /// Whether duplicate samples of this target were logged already.
+    warned_duplicates: bool,
     cache: FxHashMap<Box<[u8]>, CacheEntry>,
     synthetic: Option<Vec<Arc<Series>>>,
     generation: u64,
@@ -178,6 +182,9 @@ impl Scraper {
         state.generation += 1;
         let generation = state.generation;
         let mut samples_scraped = 0;
+        let mut samples_duplicate = 0;
+        // Each stored series of this scrape and the time of its last kept sample.
+        let mut series_now: FxHashMap<u64, i64> = FxHashMap::default();
         let result = body.and_then(|(content_type, body)| {
             let format = FormatChoice::from_content_type(content_type.as_deref());
             let exposition = parse(
@@ -237,19 +244,35 @@ impl Scraper {
                     (true, Some(timestamp)) => timestamp,
                     _ => started_ms,
                 };
-                rows.push(SampleRow {
-                    timestamp_ms,
-                    value: sample.value,
-                    series,
-                });
-                // Stop at the first sample past the limit: a cardinality explosion costs one
-                // limit's worth of work, not the whole body's.
-                if job.config.sample_limit > 0 && rows.len() as u64 > job.config.sample_limit {
+                // Duplicates count against the limit, as in Prometheus (its limit appender
+                // counts every append). Stop at the first sample past the limit: a
+                // cardinality explosion costs one limit's worth of work, not the whole body's.
+                if job.config.sample_limit > 0 && rows.len() as u64 + samples_duplicate >= job.config.sample_limit {
                     return Err(ScrapeError::SampleLimit {
                         count: samples_scraped,
                         limit: job.config.sample_limit,
                     });
                 }
+                // The same series again in this body (printed twice, or made equal by metric
+                // relabeling) at the same or an earlier time: Prometheus keeps the first
+                // sample and counts the rest as duplicates.
+                match series_now.entry(series.id) {
+                    Entry::Occupied(mut last) => {
+                        if timestamp_ms <= *last.get() {
+                            samples_duplicate += 1;
+                            continue;
+                        }
+                        last.insert(timestamp_ms);
+                    }
+                    Entry::Vacant(first) => {
+                        first.insert(timestamp_ms);
+                    }
+                }
+                rows.push(SampleRow {
+                    timestamp_ms,
+                    value: sample.value,
+                    series,
+                });
             }
             Ok(rows)
         });
@@ -259,13 +282,27 @@ impl Scraper {
             Err(error) => (Vec::new(), Some(error.to_string())),
         };
         let up = error.is_none();
-        let samples_post_metric_relabeling = rows.len() as u64;
-        let series_now: FxHashSet<u64> = rows.iter().map(|row| row.series.id).collect();
+        if !up {
+            samples_duplicate = 0;
+        }
+        let samples_post_metric_relabeling = rows.len() as u64 + samples_duplicate;
         let series_added = if up {
-            series_now.difference(&state.previous_series).count() as u64
+            series_now
+                .keys()
+                .filter(|id| !state.previous_series.contains_key(*id))
+                .count() as u64
         } else {
             0
         };
+        if samples_duplicate > 0 && !state.warned_duplicates {
+            state.warned_duplicates = true;
+            tracing::warn!(
+                job = %target.job,
+                instance = %target.instance(),
+                samples_duplicate,
+                "the body holds the same series more than once at one timestamp: the first sample is kept, the others are dropped and counted in epicenter_scrape_samples_duplicate_total (warned once per target)"
+            );
+        }
         if up {
             state.previous_series = series_now;
             state.cache.retain(|_, entry| entry.seen == generation);
@@ -306,6 +343,7 @@ impl Scraper {
             samples_scraped,
             samples_post_metric_relabeling,
             series_added,
+            samples_duplicate,
             error,
             target_identity: target.identity,
         };
@@ -400,42 +438,47 @@ const SYNTHETIC_SERIES: [&str; 5] = [
     "scrape_series_added",
 ];
 
-/// The stored series of a sample with `name` and body `labels`: metric relabeling (which sees
-/// the name as `__name__`; `None` when it drops the series), then the target's and the
-/// external labels.
+/// The stored series of a sample with `name` and body `labels`, in Prometheus's order: the
+/// target's labels are attached first (`mutateSampleLabels`), then `metric_relabel_configs`
+/// run on the result (seeing the name as `__name__`, and `job`, `instance` and the target's
+/// other labels; `None` when they drop the series or its name), then the external labels.
 fn series_for(name: &str, labels: Labels, target: &Target, job: &Job, context: &ScrapeContext) -> Option<Series> {
+    let mut labels = labels;
+    attach_target_labels(&mut labels, &target.labels, job.config.honor_labels);
     let (name, mut labels) = if job.metric_relabel.is_empty() {
         (name.to_string(), labels)
     } else {
-        let mut labels = labels;
         labels.insert("__name__".to_string(), name.to_string());
         let mut labels = process(&job.metric_relabel, labels)?;
-        (labels.remove("__name__").unwrap_or_default(), labels)
+        let name = labels.remove("__name__").filter(|name| !name.is_empty())?;
+        (name, labels)
     };
-    attach_target_labels(&mut labels, &target.labels, job.config.honor_labels);
     for (label, value) in &context.external_labels {
         labels.entry(label.clone()).or_insert_with(|| value.clone());
     }
+    // A label with an empty value is no label (Prometheus's label builder drops them).
+    labels.retain(|_, value| !value.is_empty());
     Some(Series::new(name, labels, &context.placement))
 }
 
 /// Adds the target's labels to a series (Prometheus `mutateSampleLabels`): with
-/// `honor_labels` the series' own value wins; otherwise the target's does and a clashing
-/// series label is kept as `exported_<name>`.
+/// `honor_labels` the series' own value wins; otherwise the target's does and the series' own
+/// value, when it has one (an empty value is no value), is kept as `exported_<name>`
+/// (`exported_exported_<name>` when that is taken), even when the two values are equal.
 fn attach_target_labels(labels: &mut Labels, target_labels: &Labels, honor_labels: bool) {
     for (name, value) in target_labels {
-        match labels.get(name) {
+        match labels.get(name).filter(|existing| !existing.is_empty()) {
             Some(_) if honor_labels => {}
-            Some(existing) if existing != value => {
+            Some(existing) => {
                 let existing = existing.clone();
                 let mut exported = format!("exported_{name}");
-                while labels.contains_key(&exported) {
+                while labels.contains_key(&exported) || target_labels.contains_key(&exported) {
                     exported = format!("exported_{exported}");
                 }
                 labels.insert(exported, existing);
                 labels.insert(name.clone(), value.clone());
             }
-            _ => {
+            None => {
                 labels.insert(name.clone(), value.clone());
             }
         }

@@ -9,6 +9,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use epicenter_store::rows::{fnv1a, Labels, ScrapeOutcome};
 use serde::Serialize;
 
+use epicenter_config::Problems;
+
 use crate::config::{check_target, Job, Scheme, StaticConfig};
 use crate::relabel::process;
 
@@ -41,16 +43,59 @@ pub fn targets_for_job(job: &Job) -> (Vec<Target>, usize) {
 
 /// Builds targets from target groups (static or discovered) with the job's defaults and
 /// `relabel_configs`. Returns the targets and how many relabeling dropped; a target listed
-/// twice is kept once.
+/// twice is kept once. Two targets with different URLs but the same labels after relabeling
+/// would write the same series (each scrape overwriting the other's values): the second is
+/// not scraped and each such collision is logged as an error naming both
+/// ([`static_target_problems`] reports them in `check config` for static targets).
 pub fn targets_for_groups(job: &Job, groups: &[StaticConfig]) -> (Vec<Target>, usize) {
+    let built = build(job, groups);
+    for collision in &built.collisions {
+        tracing::error!(job = %job.config.job_name, "{}", collision.message);
+    }
+    (built.targets, built.dropped)
+}
+
+/// Static targets of `jobs` (one per scrape config, in order) whose labels after relabeling
+/// collide with an earlier target's: one problem each at
+/// `scrape_configs[J].static_configs[G].targets[T]`, naming both targets' URLs and labels.
+pub fn static_target_problems(jobs: &[Job], problems: &mut Problems) {
+    for (job_index, job) in jobs.iter().enumerate() {
+        for collision in build(job, &job.config.static_configs).collisions {
+            let (group, index) = collision.at;
+            problems.push(
+                format!("scrape_configs[{job_index}].static_configs[{group}].targets[{index}]"),
+                collision.message,
+            );
+        }
+    }
+}
+
+/// Targets built from groups, and what was left out.
+struct Built {
+    targets: Vec<Target>,
+    dropped: usize,
+    collisions: Vec<Collision>,
+}
+
+/// A target left out because an earlier one has the same labels and another URL.
+struct Collision {
+    /// Group and target index of the one left out.
+    at: (usize, usize),
+    message: String,
+}
+
+fn build(job: &Job, groups: &[StaticConfig]) -> Built {
     let config = &job.config;
-    let mut targets: Vec<Target> = Vec::new();
-    let mut dropped = 0;
-    for group in groups {
-        for address in &group.targets {
+    let mut built = Built {
+        targets: Vec::new(),
+        dropped: 0,
+        collisions: Vec::new(),
+    };
+    for (group_index, group) in groups.iter().enumerate() {
+        for (target_index, address) in group.targets.iter().enumerate() {
             if let Err(reason) = check_target(address) {
                 tracing::warn!(job = %config.job_name, %reason, "target skipped");
-                dropped += 1;
+                built.dropped += 1;
                 continue;
             }
             let mut labels: Labels = group.labels.clone();
@@ -68,14 +113,32 @@ pub fn targets_for_groups(job: &Job, groups: &[StaticConfig]) -> (Vec<Target>, u
                     labels.entry(format!("__param_{name}")).or_insert_with(|| first.clone());
                 }
             }
-            match process(&job.relabel, labels).and_then(finish_target) {
-                Some(target) if targets.iter().any(|existing| existing.identity == target.identity) => {}
-                Some(target) => targets.push(target),
-                None => dropped += 1,
+            let Some(target) = process(&job.relabel, labels).and_then(finish_target) else {
+                built.dropped += 1;
+                continue;
+            };
+            match built.targets.iter().find(|existing| existing.labels == target.labels) {
+                Some(existing) if existing.url == target.url => {}
+                Some(existing) => built.collisions.push(Collision {
+                    at: (group_index, target_index),
+                    message: format!(
+                        "targets {} and {} have the same labels {} after relabeling, so their series would mix: only the first is scraped (keep a label that tells them apart, such as instance)",
+                        existing.url,
+                        target.url,
+                        show_labels(&target.labels)
+                    ),
+                }),
+                None => built.targets.push(target),
             }
         }
     }
-    (targets, dropped)
+    built
+}
+
+/// Labels as PromQL prints them: `{instance="a:1", job="x"}`.
+fn show_labels(labels: &Labels) -> String {
+    let pairs: Vec<String> = labels.iter().map(|(name, value)| format!("{name}={value:?}")).collect();
+    format!("{{{}}}", pairs.join(", "))
 }
 
 fn scheme_name(scheme: Scheme) -> &'static str {

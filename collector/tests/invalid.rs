@@ -21,7 +21,7 @@ use epicenter_collector::exposition::{parse, FormatChoice, ParseOptions, Rule, V
 /// Why each rule is tolerated by default (and rejected under `--strict`).
 fn reason(rule: Rule) -> &'static str {
     match rule {
-        Rule::Exemplar => "Prometheus keeps exemplars on any sample (client_golang puts them on _count) and only drops over-long ones",
+        Rule::Exemplar => "Prometheus keeps exemplars on any sample (client_golang puts them on _count) and only drops over-long ones; an exemplar that cannot be read is dropped and its sample kept (issue 16)",
         Rule::TypeLabel => "a quantile outside [0,1], a non-canonical le or a stateset sample without its state label is still a readable series",
         Rule::SampleNameForType => "text-format habits (info sample without _info) that Prometheus ingests under the sample's own name",
         Rule::ValueRange => "Prometheus stores negative or NaN counters, info and stateset values as they come; the detector treats them as counter resets/gaps",
@@ -38,6 +38,18 @@ fn reason(rule: Rule) -> &'static str {
 
 /// Cases accepted by default with a warning of the given rule, rejected under Strict.
 const LENIENT: &[(&str, Rule)] = &[
+    ("client-python-openmetrics-parser/case-83.prom", Rule::Exemplar),
+    ("client-python-openmetrics-parser/case-85.prom", Rule::Exemplar),
+    ("client-python-openmetrics-parser/case-86.prom", Rule::Exemplar),
+    ("client-python-openmetrics-parser/case-87.prom", Rule::Exemplar),
+    ("client-python-openmetrics-parser/case-88.prom", Rule::Exemplar),
+    ("client-python-openmetrics-parser/case-90.prom", Rule::Exemplar),
+    ("client-python-openmetrics-parser/case-91.prom", Rule::Exemplar),
+    ("client-python-openmetrics-parser/case-92.prom", Rule::Exemplar),
+    ("client-python-openmetrics-parser/case-93.prom", Rule::Exemplar),
+    ("client-python-openmetrics-parser/case-94.prom", Rule::Exemplar),
+    ("prometheus-om-parser/case-53.prom", Rule::Exemplar),
+    ("prometheus-om-parser/case-54.prom", Rule::Exemplar),
     ("client-python-openmetrics-parser/case-100.prom", Rule::Exemplar),
     ("client-python-openmetrics-parser/case-101.prom", Rule::Exemplar),
     ("client-python-openmetrics-parser/case-102.prom", Rule::Exemplar),

@@ -598,7 +598,8 @@ async fn limits_hold_by_default_and_bound_the_decompressed_body() {
     let unlimited = scrape_once(&address, "/bomb", "    body_size_limit: 0\n").await;
     assert_eq!(unlimited.report.error.as_deref(), Some("scrape timed out after 500ms"));
     assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
-    // 300,000 series: over the default sample_limit, the scrape fails naming it.
+    // 300,000 samples (one series, repeated: duplicates count, as in Prometheus): over the
+    // default sample_limit, the scrape fails naming it.
     let default_samples = scrape_once(&address, "/big", "").await;
     assert!(!default_samples.report.up);
     let error = default_samples.report.error.clone().unwrap_or_default();

@@ -147,6 +147,11 @@ pub struct ScrapeReport {
     pub samples_post_metric_relabeling: u64,
     /// Series not present in the target's previous scrape.
     pub series_added: u64,
+    /// Samples dropped because their series already had a sample at that time or later in the
+    /// same body (Prometheus keeps the first and counts the rest in
+    /// `prometheus_target_scrapes_sample_duplicate_timestamp_total`). Counted in
+    /// `epicenter_scrape_samples_duplicate_total`; not stored in `scrapes`.
+    pub samples_duplicate: u64,
     /// Why the scrape failed.
     pub error: Option<String>,
     /// Identity of the scraped target (the collector's `Target::identity`; not stored, for

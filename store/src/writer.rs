@@ -480,6 +480,7 @@ mod tests {
                 samples_scraped: rows as u64,
                 samples_post_metric_relabeling: rows as u64,
                 series_added: 0,
+                samples_duplicate: 0,
                 error: None,
                 target_identity: 0,
             },

@@ -63,6 +63,7 @@ fn outcome(index: u64, samples: usize) -> ScrapeOutcome {
         samples_scraped: samples as u64,
         samples_post_metric_relabeling: samples as u64,
         series_added: 0,
+        samples_duplicate: 0,
         error: None,
         target_identity: 0,
     };

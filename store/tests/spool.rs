@@ -54,6 +54,7 @@ fn outcome(index: u64, samples: u64) -> ScrapeOutcome {
             samples_scraped: samples,
             samples_post_metric_relabeling: samples,
             series_added: 0,
+            samples_duplicate: 0,
             error: None,
             target_identity: index,
         },

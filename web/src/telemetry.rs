@@ -25,6 +25,7 @@ pub struct Telemetry {
     scrape_duration_seconds: HistogramVec,
     scrapes_total: IntCounterVec,
     samples_scraped_total: IntCounterVec,
+    samples_duplicate_total: IntCounterVec,
     /// Scrape outcomes waiting for the writer.
     pub writer_queue_depth: IntGauge,
     /// 1 per open verdict, labelled by where and what.
@@ -59,6 +60,13 @@ impl Telemetry {
             ),
             &[LABEL_JOB],
         )?;
+        let samples_duplicate_total = IntCounterVec::new(
+            Opts::new(
+                "epicenter_scrape_samples_duplicate_total",
+                "Samples dropped because their series already had a sample at that time in the same body (the first is kept, as Prometheus does).",
+            ),
+            &[LABEL_JOB],
+        )?;
         let writer_queue_depth = IntGauge::new(
             "epicenter_writer_queue_depth",
             "Scrape outcomes waiting for the writer.",
@@ -66,6 +74,7 @@ impl Telemetry {
         registry.register(Box::new(scrape_duration_seconds.clone()))?;
         registry.register(Box::new(scrapes_total.clone()))?;
         registry.register(Box::new(samples_scraped_total.clone()))?;
+        registry.register(Box::new(samples_duplicate_total.clone()))?;
         registry.register(Box::new(writer_queue_depth.clone()))?;
         let verdict_open = IntGaugeVec::new(
             Opts::new(
@@ -94,6 +103,7 @@ impl Telemetry {
             scrape_duration_seconds,
             scrapes_total,
             samples_scraped_total,
+            samples_duplicate_total,
             writer_queue_depth,
             verdict_open,
             detector_round_lag_seconds,
@@ -114,6 +124,11 @@ impl Telemetry {
         self.samples_scraped_total
             .with_label_values(&[report.job.as_str()])
             .inc_by(report.samples_scraped);
+        if report.samples_duplicate > 0 {
+            self.samples_duplicate_total
+                .with_label_values(&[report.job.as_str()])
+                .inc_by(report.samples_duplicate);
+        }
     }
 
     /// The registry in the text format, or why it cannot be encoded.

@@ -560,6 +560,9 @@ fn check_text_family(
         return Ok(());
     }
     let name = family.name.as_ref();
+    // Each histogram metric's buckets (per timestamp) in the order listed (the format requires
+    // increasing `le`), found by label set since text 0.0.4 tolerates interleaving.
+    let mut runs: HashMap<u64, Vec<(Group<'_, '_>, HistogramRun)>> = HashMap::new();
     for sample in samples {
         let suffix = sample.name.strip_prefix(name).unwrap_or("");
         let labels = &all_labels[sample.labels.start as usize..sample.labels.end as usize];
@@ -615,6 +618,33 @@ fn check_text_family(
                 }
             }
         }
+        if metric_type == MetricType::Histogram && matches!(suffix, "_bucket" | "_count" | "_sum") {
+            let group: Group<'_, '_> = (labels, Some("le"));
+            let same_hash = runs.entry(group_hash(group)).or_default();
+            let timestamp_bits = sample.timestamp.map(f64::to_bits);
+            let same_point = |(other, run): &(Group<'_, '_>, HistogramRun)| {
+                run.timestamp_bits == timestamp_bits && same_group(*other, group)
+            };
+            let index = match same_hash.iter().position(same_point) {
+                Some(index) => index,
+                None => {
+                    let run = HistogramRun {
+                        timestamp_bits,
+                        line: line_no,
+                        ..HistogramRun::default()
+                    };
+                    same_hash.push((group, run));
+                    same_hash.len() - 1
+                }
+            };
+            // A bucket without a readable `le` has failed above.
+            add_to_histogram_run(&mut same_hash[index].1, suffix, sample, labels, name, diagnostics)?;
+        }
+    }
+    let mut runs: Vec<HistogramRun> = runs.into_values().flatten().map(|(_, run)| run).collect();
+    runs.sort_by_key(|run| run.line);
+    for run in &runs {
+        check_histogram_run(run, metric_type, name, diagnostics)?;
     }
     Ok(())
 }
@@ -855,6 +885,7 @@ fn check_openmetrics_family(
                 }
                 histogram_group = Some(group);
                 histogram = HistogramRun {
+                    openmetrics: true,
                     timestamp_bits,
                     line: line_no,
                     ..HistogramRun::default()
@@ -888,11 +919,16 @@ fn add_to_histogram_run(
                 .unwrap_or(f64::NAN);
             if let Some(previous) = run.last_bound {
                 if bound <= previous {
+                    let torn = if previous == f64::INFINITY {
+                        " (a bucket after +Inf: a torn histogram)"
+                    } else {
+                        ""
+                    };
                     diagnostics.violation(sample_error(
                         sample.line,
                         Rule::HistogramStructure,
                         format!(
-                            "buckets of '{}' out of order: le=\"{}\" after le=\"{}\"",
+                            "buckets of '{}' out of order: le=\"{}\" after le=\"{}\"{torn}",
                             show(name),
                             number_text(bound),
                             number_text(previous)
@@ -912,19 +948,22 @@ fn add_to_histogram_run(
                     ),
                 ))?;
             }
-            if sample.value.fract() != 0.0 && sample.value.is_finite() {
+            if run.openmetrics && sample.value.fract() != 0.0 && sample.value.is_finite() {
                 diagnostics.violation(sample_error(
                     sample.line,
                     Rule::HistogramStructure,
                     format!("bucket value {} of '{}' is not an integer", sample.value, show(name)),
                 ))?;
             }
+            if bound == f64::INFINITY {
+                run.inf_bucket = Some(sample.value);
+            }
             run.negative_buckets |= bound < 0.0;
             run.last_bound = Some(bound);
             run.last_bucket_value = sample.value;
         }
         "_count" | "_gcount" => {
-            if sample.value.fract() != 0.0 && sample.value.is_finite() {
+            if run.openmetrics && sample.value.fract() != 0.0 && sample.value.is_finite() {
                 diagnostics.violation(sample_error(
                     sample.line,
                     Rule::HistogramStructure,
@@ -948,17 +987,17 @@ fn check_histogram_run(
 ) -> Result<(), ParseError> {
     let line = run.line;
     let mut problems: Vec<String> = Vec::new();
-    if run.last_bound != Some(f64::INFINITY) {
-        problems.push("has no +Inf bucket".to_string());
-    } else if let Some(count) = run.count {
-        if count != run.last_bucket_value {
-            problems.push(format!(
-                "count {count} differs from the +Inf bucket {}",
-                run.last_bucket_value
-            ));
+    match (run.inf_bucket, run.count) {
+        // Text 0.0.4: a metric with `_count`/`_sum` and no buckets at all is not torn.
+        (None, _) if run.openmetrics || run.last_bound.is_some() => problems.push("has no +Inf bucket".to_string()),
+        (Some(inf), Some(count)) if count != inf && !(count.is_nan() && inf.is_nan()) => {
+            problems.push(format!("count {count} differs from the +Inf bucket {inf}"));
         }
+        _ => {}
     }
-    if metric_type == MetricType::Histogram {
+    if !run.openmetrics {
+        // Text 0.0.4 defines only the buckets, `_count` and `_sum`, not how they pair.
+    } else if metric_type == MetricType::Histogram {
         if run.sum.is_some() != run.count.is_some() {
             problems.push("has only one of _count and _sum: both or neither".to_string());
         }
@@ -989,13 +1028,18 @@ fn check_histogram_run(
     Ok(())
 }
 
-/// One histogram MetricPoint (same labels and timestamp) while it is being read.
+/// One histogram MetricPoint (same labels and timestamp) while it is being read; in text
+/// 0.0.4, one metric's buckets, `_count` and `_sum` wherever they are in the family.
 #[derive(Default)]
 struct HistogramRun {
+    /// OpenMetrics' rules (integer counts, `_count` and `_sum` together) apply.
+    openmetrics: bool,
     timestamp_bits: Option<u64>,
     line: u32,
     last_bound: Option<f64>,
     last_bucket_value: f64,
+    /// The value of the `le="+Inf"` bucket, wherever it was listed.
+    inf_bucket: Option<f64>,
     negative_buckets: bool,
     count: Option<f64>,
     sum: Option<f64>,

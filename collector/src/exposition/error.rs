@@ -58,6 +58,8 @@ pub enum Rule {
     FormatFallback,
     /// OpenMetrics 2.0 draft syntax (native histograms in braces) that 1.0 parsers reject.
     OpenMetrics2Syntax,
+    /// The same series twice at one timestamp ([`super::Exposition::duplicate_samples`]).
+    DuplicateSeries,
 }
 
 /// A problem found in a body: 1-based line and column (in characters) plus what is wrong.

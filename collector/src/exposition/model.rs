@@ -268,6 +268,48 @@ impl<'a> Exposition<'a> {
         self.samples.len()
     }
 
+    /// Samples that repeat an earlier sample's series (the same name and label set, in any
+    /// label order) at the same timestamp (or both without one), as [`Rule::DuplicateSeries`]
+    /// problems in body order, each naming the line of the first. Prometheus keeps the first
+    /// sample and counts the others (`prometheus_target_scrapes_sample_duplicate_timestamp_total`);
+    /// so does epicenter's scrape, by stored series id after metric relabeling. `parse` does
+    /// not look for them so that scrapes do not hash every sample twice; `check metrics`
+    /// calls this and rejects the body under `--strict`.
+    ///
+    /// [`Rule::DuplicateSeries`]: super::Rule::DuplicateSeries
+    pub fn duplicate_samples(&self) -> Vec<super::ParseError> {
+        // (name, sorted label pairs, timestamp bits) → line of the first sample.
+        type SeriesAt<'s> = (&'s str, Vec<(&'s str, &'s str)>, Option<u64>);
+        let mut first_line: std::collections::HashMap<SeriesAt<'_>, u32> =
+            std::collections::HashMap::with_capacity(self.samples.len());
+        let mut duplicates = Vec::new();
+        for sample in &self.samples {
+            let mut labels: Vec<(&str, &str)> = self
+                .labels_in(sample.labels)
+                .iter()
+                .map(|label| (label.name.as_ref(), label.value.as_ref()))
+                .collect();
+            labels.sort_unstable();
+            let key = (sample.name.as_ref(), labels, sample.timestamp.map(f64::to_bits));
+            match first_line.entry(key) {
+                std::collections::hash_map::Entry::Occupied(first) => duplicates.push(super::ParseError {
+                    line: sample.line,
+                    column: 1,
+                    rule: super::Rule::DuplicateSeries,
+                    message: format!(
+                        "series '{}' repeats line {} at the same timestamp: a scrape keeps the first sample and drops this one",
+                        super::error::show(&sample.name),
+                        first.get()
+                    ),
+                }),
+                std::collections::hash_map::Entry::Vacant(vacant) => {
+                    vacant.insert(sample.line);
+                }
+            }
+        }
+        duplicates
+    }
+
     /// The family called `name`, if the body has one.
     pub fn family(&self, name: &str) -> Option<&Family<'a>> {
         self.families.iter().find(|family| family.name == name)

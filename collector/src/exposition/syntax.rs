@@ -441,7 +441,23 @@ impl<'a> LineReader<'a> {
                 }
             }
             if self.peek() == Some(b'#') {
-                exemplar = Some(self.exemplar(labels)?);
+                // An exemplar that cannot be read is dropped, not the sample: its value and
+                // timestamp are already read (a warning, an error under strict validation).
+                let labels_before = labels.len();
+                match self.exemplar(labels) {
+                    Ok(read) => exemplar = Some(read),
+                    Err(error) => {
+                        labels.truncate(labels_before);
+                        self.pos = self.bytes.len();
+                        if self.tolerated.is_none() {
+                            self.tolerated = Some(ParseError {
+                                rule: Rule::Exemplar,
+                                message: format!("exemplar dropped, the sample kept: {}", error.message),
+                                ..error
+                            });
+                        }
+                    }
+                }
             }
         }
         Ok(SampleLine {
