@@ -122,8 +122,8 @@ fn check_config(args: &ConfigArgs) -> ExitCode {
     };
     let config = match Config::from_yaml(&text) {
         Ok(config) => config,
-        Err(error) => {
-            eprintln!("error: {source}:{error}");
+        Err(errors) => {
+            crate::config::print_read_errors(&source, &errors);
             return ExitCode::from(EXIT_CONFIG);
         }
     };
@@ -235,16 +235,9 @@ fn check_metrics(args: MetricsArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let duplicates = exposition.duplicate_samples();
-    if let Some(first) = duplicates.first().filter(|_| args.strict) {
-        eprintln!("error: {source}:{first}");
+    if let Err(error) = exposition.check_duplicates(options.validation) {
+        eprintln!("error: {source}:{error}");
         return ExitCode::from(1);
-    }
-    if !duplicates.is_empty() {
-        exposition.warnings.extend(duplicates);
-        exposition
-            .warnings
-            .sort_by_key(|warning| (warning.line, warning.column));
     }
     if body.iter().all(u8::is_ascii_whitespace) {
         eprintln!("warning: {source}: body is empty: no families (is the exporter answering?)");

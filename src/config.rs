@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use epicenter_collector::config::{GlobalConfig, Job, ScrapeConfig};
-use epicenter_config::{ConfigError, Problems};
+use epicenter_config::{ConfigError, Problems, PrometheusOnly};
 use epicenter_detector::config::DetectorConfig;
 use epicenter_oncall::config::NotifierConfig;
 use epicenter_store::config::{BatchingConfig, PlacementConfig, StorageConfig};
@@ -24,7 +24,7 @@ pub(crate) struct Config {
     #[serde(default)]
     pub(crate) global: GlobalConfig,
     /// The jobs to scrape.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
     pub(crate) scrape_configs: Vec<ScrapeConfig>,
     /// Where samples go. Without `clickhouse`, the embedded store is used.
     #[serde(default)]
@@ -42,15 +42,49 @@ pub(crate) struct Config {
     #[serde(default)]
     pub(crate) detector: DetectorConfig,
     /// Where verdicts are sent: Alertmanager, webhooks.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
     pub(crate) notifiers: Vec<NotifierConfig>,
+    /// Sections of a Prometheus server's file, read so that a prometheus.yml works unchanged,
+    /// and reported once each by [`Config::unsupported`] with what to use instead.
+    #[serde(default)]
+    pub(crate) rule_files: PrometheusOnly,
+    /// See `rule_files`.
+    #[serde(default)]
+    pub(crate) alerting: PrometheusOnly,
+    /// See `rule_files`.
+    #[serde(default)]
+    pub(crate) remote_write: PrometheusOnly,
+    /// See `rule_files`.
+    #[serde(default)]
+    pub(crate) remote_read: PrometheusOnly,
+    /// See `rule_files`.
+    #[serde(default)]
+    pub(crate) tracing: PrometheusOnly,
 }
+
+/// What each Prometheus-only top-level section is replaced by in epicenter.
+const PROMETHEUS_ONLY: [(&str, &str); 5] = [
+    ("rule_files", "keep evaluating these rules in Prometheus (check them with promtool check rules); epicenter's detector rules are detector.rules_file"),
+    ("alerting", "epicenter sends its verdicts to the notifiers section (type: alertmanager, or webhook)"),
+    ("remote_write", "epicenter writes samples to storage.clickhouse or storage.embedded"),
+    ("remote_read", "query epicenter's store with SQL (epicenter sql, storage.http)"),
+    ("tracing", "epicenter logs to standard error (EPICENTER_LOG sets the level)"),
+];
 
 impl Config {
     /// Reads a configuration from YAML text; an empty document is the default configuration.
-    /// Errors name the key path, line and column.
-    pub(crate) fn from_yaml(text: &str) -> Result<Config, ConfigError> {
-        epicenter_config::from_yaml(text)
+    /// Errors name the key path, line and column; every unknown key is reported in one go.
+    pub(crate) fn from_yaml(text: &str) -> Result<Config, Vec<ConfigError>> {
+        epicenter_config::from_yaml_all(text).map_err(|mut errors| {
+            for error in &mut errors {
+                if error.message.starts_with("unknown field") {
+                    if let Some(message) = epicenter_collector::config::unsupported_prometheus_key(&error.path) {
+                        error.message = message;
+                    }
+                }
+            }
+            errors
+        })
     }
 
     /// Checks every section (no network; TLS files are read) and returns the scrape jobs with
@@ -77,7 +111,23 @@ impl Config {
 
     /// Settings this build accepts but cannot act on yet, as sentences for warnings.
     pub(crate) fn unsupported(&self) -> Vec<String> {
-        let mut warnings = epicenter_collector::config::warnings(&self.scrape_configs);
+        let present = [
+            &self.rule_files,
+            &self.alerting,
+            &self.remote_write,
+            &self.remote_read,
+            &self.tracing,
+        ];
+        let mut warnings: Vec<String> = PROMETHEUS_ONLY
+            .iter()
+            .zip(present)
+            .filter(|(_, section)| section.is_some())
+            .map(|((path, instead), _)| epicenter_config::prometheus_only_warning(path, instead))
+            .collect();
+        warnings.extend(epicenter_collector::config::warnings(
+            &self.global,
+            &self.scrape_configs,
+        ));
         warnings.extend(self.storage.warnings());
         warnings
     }
@@ -89,6 +139,21 @@ pub(crate) fn config_error(error: &str) -> ExitCode {
     ExitCode::from(EXIT_CONFIG)
 }
 
+/// Prints what [`Config::from_yaml`] found, one `error: FILE:LINE:COLUMN: path: reason` line
+/// each (`error: FILE: path: reason` without a location), then how many when more than one.
+pub(crate) fn print_read_errors(source: &str, errors: &[ConfigError]) {
+    for error in errors {
+        if error.location.is_some() {
+            eprintln!("error: {source}:{error}");
+        } else {
+            eprintln!("error: {source}: {error}");
+        }
+    }
+    if errors.len() > 1 {
+        eprintln!("{source}: {} problems found", errors.len());
+    }
+}
+
 /// Reads and validates a configuration file, printing every problem (exit 64).
 pub(crate) fn load(path: &Path) -> Result<(Config, Vec<Job>), ExitCode> {
     let source = path.display().to_string();
@@ -96,8 +161,8 @@ pub(crate) fn load(path: &Path) -> Result<(Config, Vec<Job>), ExitCode> {
         eprintln!("error: cannot read {source}: {error}");
         ExitCode::from(EXIT_CONFIG)
     })?;
-    let config = Config::from_yaml(&text).map_err(|error| {
-        eprintln!("error: {source}:{error}");
+    let config = Config::from_yaml(&text).map_err(|errors| {
+        print_read_errors(&source, &errors);
         ExitCode::from(EXIT_CONFIG)
     })?;
     match config.validate() {
@@ -129,14 +194,17 @@ mod tests {
     #[test]
     fn unknown_keys_name_their_path_and_line() {
         let yaml = "global:\n  scrape_interval: 15s\nscrape_configs:\n  - job_name: a\n    static_configs:\n      - targets: ['127.0.0.1:9100']\n        lables: {dc: dc-1}\n";
-        let error = Config::from_yaml(yaml).unwrap_err();
+        let error = Config::from_yaml(yaml).unwrap_err().remove(0);
         assert_eq!(error.path, "scrape_configs[0].static_configs[0].lables");
         assert_eq!(error.location.map(|(line, _)| line), Some(7));
         assert!(error.message.starts_with("unknown field `lables`"), "{error}");
-        let error =
-            Config::from_yaml("storage:\n  clickhouse:\n    url: http://x:8123\n    pasword_env: P\n").unwrap_err();
+        let error = Config::from_yaml("storage:\n  clickhouse:\n    url: http://x:8123\n    pasword_env: P\n")
+            .unwrap_err()
+            .remove(0);
         assert_eq!(error.path, "storage.clickhouse.pasword_env");
-        let error = Config::from_yaml("global:\n  scrape_interval: 15\n").unwrap_err();
+        let error = Config::from_yaml("global:\n  scrape_interval: 15\n")
+            .unwrap_err()
+            .remove(0);
         assert_eq!(error.path, "global.scrape_interval");
         assert!(error.message.contains("add a unit"), "{error}");
     }

@@ -11,7 +11,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use epicenter_config::{is_label_name, ByteSize, ConfigError, Problems, PromDuration, TlsConfig};
+use epicenter_config::{
+    is_label_name, prometheus_only_warning, ByteSize, ConfigError, Problems, PromDuration, PrometheusOnly, TlsConfig,
+};
 use serde::Deserialize;
 
 use crate::relabel::{Relabel, RelabelConfig};
@@ -28,8 +30,14 @@ pub struct GlobalConfig {
     #[serde(default)]
     pub scrape_timeout: Option<PromDuration>,
     /// Labels added to every series this collector writes (e.g. `collector: eu-1`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
     pub external_labels: BTreeMap<String, String>,
+    /// Prometheus's rule evaluation interval: read, not used (see [`warnings`]).
+    #[serde(default)]
+    pub evaluation_interval: PrometheusOnly,
+    /// Prometheus's query log file: read, not used (see [`warnings`]).
+    #[serde(default)]
+    pub query_log_file: PrometheusOnly,
 }
 
 impl Default for GlobalConfig {
@@ -38,6 +46,8 @@ impl Default for GlobalConfig {
             scrape_interval: default_scrape_interval(),
             scrape_timeout: None,
             external_labels: BTreeMap::new(),
+            evaluation_interval: None,
+            query_log_file: None,
         }
     }
 }
@@ -77,7 +87,7 @@ pub struct ScrapeConfig {
     #[serde(default)]
     pub scheme: Scheme,
     /// URL query parameters sent with every scrape.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
     pub params: BTreeMap<String, Vec<String>>,
     /// Keep the target's own `job`/`instance`/… labels when they clash with ours. Default false.
     #[serde(default)]
@@ -86,16 +96,16 @@ pub struct ScrapeConfig {
     #[serde(default = "default_true")]
     pub honor_timestamps: bool,
     /// Fixed targets.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
     pub static_configs: Vec<StaticConfig>,
     /// Targets read from JSON or YAML files, re-read when they change.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
     pub file_sd_configs: Vec<FileSdConfig>,
     /// Relabeling of targets before scraping.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
     pub relabel_configs: Vec<RelabelConfig>,
     /// Relabeling of scraped series before storage.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
     pub metric_relabel_configs: Vec<RelabelConfig>,
     /// Largest body accepted, in bytes after decompression (`10MiB`); larger scrapes fail.
     /// Default [`DEFAULT_BODY_SIZE_LIMIT`]; `0` = no limit (Prometheus's default, under which
@@ -187,7 +197,7 @@ pub struct StaticConfig {
     /// `host:port` of each target.
     pub targets: Vec<String>,
     /// Labels attached to every series of these targets (e.g. `dc`, `host`, `service`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
     pub labels: BTreeMap<String, String>,
 }
 
@@ -409,14 +419,27 @@ impl CollectorConfig {
 
     /// Settings this build accepts but cannot act on, as sentences for warnings.
     pub fn warnings(&self) -> Vec<String> {
-        warnings(&self.scrape_configs)
+        warnings(&self.global, &self.scrape_configs)
     }
 }
 
-/// Settings in `scrape_configs` this build accepts but cannot act on, as sentences for
-/// warnings (a `tls_config` on a plain-http job).
-pub fn warnings(scrape_configs: &[ScrapeConfig]) -> Vec<String> {
+/// Settings in `global` and `scrape_configs` this build accepts but cannot act on, as
+/// sentences for warnings: Prometheus's rule and query-log settings, a `tls_config` on a
+/// plain-http job.
+pub fn warnings(global: &GlobalConfig, scrape_configs: &[ScrapeConfig]) -> Vec<String> {
     let mut warnings = Vec::new();
+    if global.evaluation_interval.is_some() {
+        warnings.push(prometheus_only_warning(
+            "global.evaluation_interval",
+            "epicenter evaluates no recording or alerting rules (its detector runs every detector.interval)",
+        ));
+    }
+    if global.query_log_file.is_some() {
+        warnings.push(prometheus_only_warning(
+            "global.query_log_file",
+            "queries go to the store (ClickHouse's system.query_log records them)",
+        ));
+    }
     for (index, job) in scrape_configs.iter().enumerate() {
         if job.tls_config.is_some() && job.scheme != Scheme::Https {
             warnings.push(format!(
@@ -426,6 +449,109 @@ pub fn warnings(scrape_configs: &[ScrapeConfig]) -> Vec<String> {
         }
     }
     warnings
+}
+
+/// Prometheus 2.42's service discoveries other than `static_configs` and `file_sd_configs`
+/// (its configuration reference, `<scrape_config>`).
+const PROMETHEUS_DISCOVERIES: [&str; 27] = [
+    "azure_sd_configs",
+    "consul_sd_configs",
+    "digitalocean_sd_configs",
+    "docker_sd_configs",
+    "dockerswarm_sd_configs",
+    "dns_sd_configs",
+    "ec2_sd_configs",
+    "eureka_sd_configs",
+    "gce_sd_configs",
+    "hetzner_sd_configs",
+    "http_sd_configs",
+    "ionos_sd_configs",
+    "kubernetes_sd_configs",
+    "kuma_sd_configs",
+    "lightsail_sd_configs",
+    "linode_sd_configs",
+    "marathon_sd_configs",
+    "nerve_sd_configs",
+    "nomad_sd_configs",
+    "openstack_sd_configs",
+    "ovhcloud_sd_configs",
+    "puppetdb_sd_configs",
+    "scaleway_sd_configs",
+    "serverset_sd_configs",
+    "triton_sd_configs",
+    "uyuni_sd_configs",
+    "vultr_sd_configs",
+];
+
+/// Prometheus scrape settings epicenter does not act on yet, with why refusing them is safer
+/// than ignoring them.
+const PROMETHEUS_SCRAPE_SETTINGS: [(&str, &str); 17] = [
+    ("basic_auth", "scraping without the credentials would only get 401s"),
+    ("authorization", "scraping without the credentials would only get 401s"),
+    ("bearer_token", "scraping without the credentials would only get 401s"),
+    (
+        "bearer_token_file",
+        "scraping without the credentials would only get 401s",
+    ),
+    ("oauth2", "scraping without the credentials would only get 401s"),
+    ("proxy_url", "scraping around the proxy would reach other hosts or none"),
+    ("no_proxy", "it belongs with proxy_url"),
+    ("proxy_from_environment", "it belongs with proxy_url"),
+    ("proxy_connect_header", "it belongs with proxy_url"),
+    ("http_headers", "targets may need these headers"),
+    (
+        "follow_redirects",
+        "epicenter follows up to 10 redirects, as Prometheus does by default",
+    ),
+    ("enable_http2", "epicenter negotiates HTTP/2 over TLS by itself"),
+    ("target_limit", "the limit would not hold"),
+    ("keep_dropped_targets", "dropped targets are counted, not kept"),
+    (
+        "scrape_protocols",
+        "epicenter asks for OpenMetrics 1.0, then text 0.0.4",
+    ),
+    (
+        "native_histogram_bucket_limit",
+        "epicenter reads OpenMetrics 1.0 and text 0.0.4, without native histograms",
+    ),
+    (
+        "scrape_classic_histograms",
+        "epicenter reads OpenMetrics 1.0 and text 0.0.4, without native histograms",
+    ),
+];
+
+/// For an unknown key at `path` (`scrape_configs[2].kubernetes_sd_configs`) that is a
+/// Prometheus setting this build does not support: a sentence saying so and what to do
+/// instead, to replace YAML's "unknown field" (which lists epicenter's keys, as if the
+/// user had misspelt one).
+pub fn unsupported_prometheus_key(path: &str) -> Option<String> {
+    let (parent, key) = path.rsplit_once('.')?;
+    let in_job = parent.starts_with("scrape_configs[") && !parent.contains('.');
+    if in_job && PROMETHEUS_DISCOVERIES.contains(&key) {
+        return Some(
+            "Prometheus service discovery that epicenter does not support yet; list the targets in static_configs, or in files read by file_sd_configs (which a discovery tool can write)"
+                .to_string(),
+        );
+    }
+    if in_job {
+        if let Some((_, why)) = PROMETHEUS_SCRAPE_SETTINGS.iter().find(|(name, _)| *name == key) {
+            return Some(format!(
+                "a Prometheus scrape setting epicenter does not support yet, and does not ignore: {why}"
+            ));
+        }
+    }
+    if parent.ends_with(".tls_config")
+        && matches!(
+            key,
+            "server_name" | "min_version" | "max_version" | "ca" | "cert" | "key"
+        )
+    {
+        return Some(
+            "a Prometheus tls_config setting epicenter does not support yet (it has ca_file, cert_file, key_file, insecure_skip_verify)"
+                .to_string(),
+        );
+    }
+    None
 }
 
 /// Reads `global` and `scrape_configs` from YAML and returns the jobs; any problem is an
@@ -447,7 +573,7 @@ pub fn check_target(target: &str) -> Result<(), String> {
     }
     if target.contains("://") {
         return Err(format!(
-            "'{target}' has a scheme; write host:port and set the job's `scheme`"
+            "'{target}' is a URL; a target is host:port (set the job's `scheme` for https). For a multi-target exporter (blackbox, snmp), list the exporter's host:port as the target and this URL as its `__param_target` label"
         ));
     }
     if target.contains('/') {

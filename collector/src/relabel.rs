@@ -139,6 +139,25 @@ impl RelabelConfig {
             if self.replacement != default_replacement() {
                 return Err(format!("replacement: action {action} takes no replacement"));
             }
+            if self.modulus != 0 {
+                return Err(format!("modulus: action {action} takes no modulus"));
+            }
+            if self.separator != default_separator() {
+                return Err(format!(
+                    "separator: action {action} works on label names; it takes no separator"
+                ));
+            }
+        }
+        if matches!(self.action, Action::Lowercase | Action::Uppercase) && self.replacement != default_replacement() {
+            return Err(format!(
+                "replacement: action {action} writes the source value changed in case; it takes no replacement"
+            ));
+        }
+        if self.action == Action::LabelMap && !is_label_name_template(&self.replacement) {
+            return Err(format!(
+                "replacement: '{}' is not a valid label name for action labelmap (letters, digits, '_', and $1 references)",
+                self.replacement
+            ));
         }
         if matches!(self.action, Action::KeepEqual | Action::DropEqual) && self.regex != default_regex() {
             return Err(format!("regex: action {action} compares values; it takes no regex"));

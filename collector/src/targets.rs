@@ -49,6 +49,9 @@ pub fn targets_for_job(job: &Job) -> (Vec<Target>, usize) {
 /// ([`static_target_problems`] reports them in `check config` for static targets).
 pub fn targets_for_groups(job: &Job, groups: &[StaticConfig]) -> (Vec<Target>, usize) {
     let built = build(job, groups);
+    for reason in &built.skipped {
+        tracing::warn!(job = %job.config.job_name, %reason, "target skipped");
+    }
     for collision in &built.collisions {
         tracing::error!(job = %job.config.job_name, "{}", collision.message);
     }
@@ -74,6 +77,8 @@ pub fn static_target_problems(jobs: &[Job], problems: &mut Problems) {
 struct Built {
     targets: Vec<Target>,
     dropped: usize,
+    /// Why each target that is not `host:port` was skipped.
+    skipped: Vec<String>,
     collisions: Vec<Collision>,
 }
 
@@ -89,12 +94,13 @@ fn build(job: &Job, groups: &[StaticConfig]) -> Built {
     let mut built = Built {
         targets: Vec::new(),
         dropped: 0,
+        skipped: Vec::new(),
         collisions: Vec::new(),
     };
     for (group_index, group) in groups.iter().enumerate() {
         for (target_index, address) in group.targets.iter().enumerate() {
             if let Err(reason) = check_target(address) {
-                tracing::warn!(job = %config.job_name, %reason, "target skipped");
+                built.skipped.push(reason);
                 built.dropped += 1;
                 continue;
             }

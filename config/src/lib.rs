@@ -20,6 +20,7 @@ mod units;
 use std::fmt;
 
 use serde::de::DeserializeOwned;
+use serde::Deserialize as _;
 
 pub use redact::{redacted_url, split_userinfo, MASK};
 pub use tls::{ServerTlsConfig, TlsConfig};
@@ -126,6 +127,132 @@ pub fn from_yaml<T: DeserializeOwned + Default>(text: &str) -> Result<T, ConfigE
             message,
         }
     })
+}
+
+/// Like [`from_yaml`], but an unknown key does not stop the reading: every unknown key is
+/// reported in one run, each with its line, column and key path, the way a user fixing a
+/// Prometheus file wants them (one run per typo took 59 runs for Prometheus's own
+/// `conf.good.yml`). After an unknown key, the key and its value are blanked out of a copy
+/// of the text (lines and columns stay where they were) and the document is read again, up
+/// to [`MAX_UNKNOWN_KEYS`] times. Blanking needs the key to start its line (block style,
+/// after any `- `); an unknown key inside a flow mapping (`{a: 1, typo: 2}`) ends the
+/// collection there. Any other error is reported only when it is the first: after a
+/// blanking it may be a consequence of it.
+pub fn from_yaml_all<T: DeserializeOwned + Default>(text: &str) -> Result<T, Vec<ConfigError>> {
+    let mut current = std::borrow::Cow::Borrowed(text);
+    let mut errors: Vec<ConfigError> = Vec::new();
+    loop {
+        let error = match from_yaml(&current) {
+            Ok(value) if errors.is_empty() => return Ok(value),
+            Ok(_) => return Err(errors),
+            Err(error) => error,
+        };
+        let unknown = error.message.starts_with("unknown field");
+        if !unknown {
+            if errors.is_empty() {
+                errors.push(error);
+            }
+            return Err(errors);
+        }
+        let blanked = error
+            .location
+            .and_then(|(line, column)| blank_key(&current, line, column));
+        errors.push(error);
+        match blanked {
+            Some(text) if errors.len() < MAX_UNKNOWN_KEYS => current = std::borrow::Cow::Owned(text),
+            _ => return Err(errors),
+        }
+    }
+}
+
+/// How many unknown keys [`from_yaml_all`] reports at most (a file that is not an epicenter
+/// configuration at all has one per top-level key).
+pub const MAX_UNKNOWN_KEYS: usize = 100;
+
+/// `text` with the block-style key at 1-based `line`/`column` and its value blanked: the
+/// key's line from the key on, and every following line indented deeper than the key (or
+/// blank), replaced by spaces. `None` when the key does not start its line (after
+/// indentation and `- ` sequence marks).
+fn blank_key(text: &str, line: usize, column: usize) -> Option<String> {
+    let mut lines: Vec<String> = text.split('\n').map(str::to_string).collect();
+    let key_line = lines.get(line.checked_sub(1)?)?;
+    let key_start = key_line.char_indices().nth(column.checked_sub(1)?).map(|(at, _)| at)?;
+    if !key_line[..key_start]
+        .chars()
+        .all(|character| character == ' ' || character == '-')
+    {
+        // In a flow mapping on one line: blank up to the `,` (included) or `}` that ends the
+        // entry at its own depth, outside quotes.
+        let mut depth = 0usize;
+        let mut quote: Option<char> = None;
+        let mut end = None;
+        for (at, character) in key_line[key_start..].char_indices() {
+            match (quote, character) {
+                (Some(open), close) if close == open => quote = None,
+                (Some(_), _) => {}
+                (None, '"' | '\'') => quote = Some(character),
+                (None, '[' | '{') => depth += 1,
+                (None, ']' | '}') if depth > 0 => depth -= 1,
+                (None, ',') if depth == 0 => {
+                    end = Some(key_start + at + 1);
+                    break;
+                }
+                (None, '}') => {
+                    end = Some(key_start + at);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let end = end?;
+        let blanked = format!(
+            "{}{}{}",
+            &key_line[..key_start],
+            " ".repeat(key_line[key_start..end].chars().count()),
+            &key_line[end..]
+        );
+        lines[line - 1] = blanked;
+        return Some(lines.join("\n"));
+    }
+    let indent = column - 1;
+    let blank = |text: &str| " ".repeat(text.chars().count());
+    let (before, after) = key_line.split_at(key_start);
+    lines[line - 1] = format!("{before}{}", blank(after));
+    for following in lines.iter_mut().skip(line) {
+        let content = following.trim_start_matches(' ');
+        let depth = following.len() - content.len();
+        if !content.trim().is_empty() && !content.starts_with('#') && depth <= indent {
+            break;
+        }
+        *following = blank(following);
+    }
+    Some(lines.join("\n"))
+}
+
+/// `deserialize_with` for lists and maps that Prometheus accepts empty: a key written with no
+/// value (`relabel_configs:`, which YAML reads as null; ten of Prometheus's own example files
+/// have one) is the empty default, as in Prometheus's Go YAML reader.
+///
+/// # Errors
+/// Whatever the value's own type refuses.
+pub fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// A section of a Prometheus server's configuration that epicenter reads without using
+/// (`rule_files`, `alerting`, `storage.tsdb`, …): present or not, and its value skipped.
+/// Each one in a file is reported once, with what to use instead
+/// ([`prometheus_only_warning`]).
+pub type PrometheusOnly = Option<serde::de::IgnoredAny>;
+
+/// The warning for Prometheus-only section `path` that a file sets: what it is for in
+/// Prometheus, and what epicenter offers instead, if anything.
+pub fn prometheus_only_warning(path: &str, instead: &str) -> String {
+    format!("{path}: a Prometheus server setting, not used by epicenter: {instead}")
 }
 
 /// Largest YAML document [`from_yaml`] reads, in bytes (64 MiB: a discovery file of a
@@ -256,6 +383,82 @@ pub fn is_label_name(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, Default, PartialEq, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Section {
+        #[serde(default)]
+        name: String,
+        #[serde(default, deserialize_with = "null_as_default")]
+        items: Vec<Item>,
+    }
+
+    #[derive(Debug, Default, PartialEq, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Item {
+        #[serde(default)]
+        a: u32,
+        #[serde(default)]
+        b: u32,
+    }
+
+    #[derive(Debug, Default, PartialEq, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Document {
+        #[serde(default)]
+        section: Section,
+    }
+
+    #[test]
+    fn every_unknown_key_is_reported_with_its_place_in_one_run() {
+        let text = "section:\n  nmae: x\n  items:\n    - a: 1\n      c: |\n        two\n        lines\n      b: 2\n    - {a: 3, d: \"x,}\", b: 4}\n    - {e: [1, {f: 2}], a: 5}\ntop: 1\n";
+        let errors = from_yaml_all::<Document>(text).unwrap_err();
+        let found: Vec<(String, Option<(usize, usize)>)> = errors
+            .iter()
+            .map(|error| (error.path.clone(), error.location))
+            .collect();
+        assert_eq!(
+            found,
+            vec![
+                ("section.nmae".to_string(), Some((2, 3))),
+                ("section.items[0].c".to_string(), Some((5, 7))),
+                ("section.items[1].d".to_string(), Some((9, 14))),
+                ("section.items[2].e".to_string(), Some((10, 8))),
+                ("top".to_string(), Some((11, 1))),
+            ]
+        );
+        // Without the unknown keys the rest reads as written.
+        let fixed = "section:\n  items:\n    - a: 1\n      b: 2\n    - {a: 3, b: 4}\n    - {a: 5}\n";
+        let document = from_yaml_all::<Document>(fixed).unwrap();
+        let values: Vec<(u32, u32)> = document.section.items.iter().map(|item| (item.a, item.b)).collect();
+        assert_eq!(values, vec![(1, 2), (3, 4), (5, 0)]);
+    }
+
+    #[test]
+    fn an_error_after_an_unknown_key_is_left_out_and_a_first_one_kept() {
+        // Blanking the only key of an item leaves a null item: that second error is a
+        // consequence of the blanking, not the user's.
+        let errors = from_yaml_all::<Document>("section:\n  items:\n    - z: 1\n").unwrap_err();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].path, "section.items[0].z");
+        let errors = from_yaml_all::<Document>("section:\n  name: [1]\n  typo: 2\n").unwrap_err();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].path, "section.name");
+    }
+
+    #[test]
+    fn a_key_written_without_a_value_is_an_empty_list() {
+        let document = from_yaml_all::<Document>("section:\n  items:\n  name: n\n").unwrap();
+        assert_eq!(
+            document.section,
+            Section {
+                name: "n".to_string(),
+                items: Vec::new()
+            }
+        );
+        let error = from_yaml_all::<Document>("section:\n  items: 3\n").unwrap_err();
+        assert_eq!(error[0].path, "section.items");
+    }
 
     #[test]
     fn deep_nesting_is_refused_before_parsing_with_where() {

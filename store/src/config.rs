@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use epicenter_config::{
-    is_label_name, redacted_url, split_userinfo, ByteSize, Problems, PromDuration, Secret, TlsConfig,
+    is_label_name, prometheus_only_warning, redacted_url, split_userinfo, ByteSize, Problems, PromDuration,
+    PrometheusOnly, Secret, TlsConfig,
 };
 use serde::Deserialize;
 
@@ -32,6 +33,12 @@ pub struct StorageConfig {
     /// `demo` beside the embedded store they write.
     #[serde(default)]
     pub http: HttpConfig,
+    /// Prometheus's local TSDB settings: read, not used (see [`StorageConfig::warnings`]).
+    #[serde(default)]
+    pub tsdb: PrometheusOnly,
+    /// Prometheus's exemplar storage settings: read, not used.
+    #[serde(default)]
+    pub exemplars: PrometheusOnly,
 }
 
 impl StorageConfig {
@@ -121,6 +128,18 @@ impl StorageConfig {
     /// encrypted; ClickHouse serves HTTPS on another port, 8443 by default).
     pub fn warnings(&self) -> Vec<String> {
         let mut warnings = Vec::new();
+        if self.tsdb.is_some() {
+            warnings.push(prometheus_only_warning(
+                "storage.tsdb",
+                "epicenter stores in storage.embedded or storage.clickhouse, and keeps samples for storage.retention",
+            ));
+        }
+        if self.exemplars.is_some() {
+            warnings.push(prometheus_only_warning(
+                "storage.exemplars",
+                "epicenter does not store exemplars",
+            ));
+        }
         if let Some(clickhouse) = &self.clickhouse {
             if clickhouse.tls.is_some() && clickhouse.url.starts_with("http://") {
                 warnings.push(format!(

@@ -310,6 +310,30 @@ impl<'a> Exposition<'a> {
         duplicates
     }
 
+    /// Adds [`Exposition::duplicate_samples`] to the warnings (in line order, within the
+    /// 1,000 kept; the rest counted in [`Exposition::warnings_dropped`]), or under
+    /// [`Validation::Strict`] returns the first as the error.
+    ///
+    /// # Errors
+    /// The first duplicate sample, under strict validation.
+    pub fn check_duplicates(&mut self, validation: Validation) -> Result<(), super::ParseError> {
+        let mut duplicates = self.duplicate_samples();
+        if duplicates.is_empty() {
+            return Ok(());
+        }
+        if validation == Validation::Strict {
+            return Err(duplicates.swap_remove(0));
+        }
+        self.warnings.append(&mut duplicates);
+        self.warnings.sort_by_key(|warning| (warning.line, warning.column));
+        const KEPT: usize = 1000;
+        if self.warnings.len() > KEPT {
+            self.warnings_dropped += self.warnings.len() - KEPT;
+            self.warnings.truncate(KEPT);
+        }
+        Ok(())
+    }
+
     /// The family called `name`, if the body has one.
     pub fn family(&self, name: &str) -> Option<&Family<'a>> {
         self.families.iter().find(|family| family.name == name)
