@@ -9,13 +9,17 @@
 //! the rest of epicenter's file.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use epicenter_config::{
-    is_label_name, prometheus_only_warning, ByteSize, ConfigError, Problems, PromDuration, PrometheusOnly, TlsConfig,
+    is_label_name, prometheus_only_warning, ByteSize, ConfigError, Problems, PromDuration, PrometheusOnly, Secret,
+    TlsConfig,
 };
 use serde::Deserialize;
 
+use crate::auth::{AuthSettings, Authorization, BasicAuth, ScrapeAuth};
 use crate::relabel::{Relabel, RelabelConfig};
 
 /// `global`: defaults shared by all jobs (Prometheus `<global>`).
@@ -133,6 +137,18 @@ pub struct ScrapeConfig {
     /// CAs (the system's roots are trusted as well), a client certificate, or no verification.
     #[serde(default)]
     pub tls_config: Option<TlsConfig>,
+    /// HTTP Basic authentication (Prometheus `basic_auth`; [`crate::auth`]).
+    #[serde(default)]
+    pub basic_auth: Option<BasicAuth>,
+    /// An `Authorization` header (Prometheus `authorization`; [`crate::auth`]).
+    #[serde(default)]
+    pub authorization: Option<Authorization>,
+    /// A bearer token, inline (Prometheus's older form of `authorization`).
+    #[serde(default)]
+    pub bearer_token: Option<Secret>,
+    /// A file holding a bearer token, re-read when it changes.
+    #[serde(default)]
+    pub bearer_token_file: Option<PathBuf>,
 }
 
 /// `body_size_limit` when the job does not set one: 16 MiB, vmagent's default
@@ -229,6 +245,8 @@ pub struct Job {
     pub relabel: Vec<Relabel>,
     /// Compiled `metric_relabel_configs`.
     pub metric_relabel: Vec<Relabel>,
+    /// How scrapes authenticate, if they do (shared by the job's targets).
+    pub auth: Option<Arc<ScrapeAuth>>,
 }
 
 /// Checks `global` and `scrape_configs` (no network; TLS files are read) and resolves each
@@ -374,6 +392,16 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
                 })
                 .collect()
         };
+        let auth = ScrapeAuth::from_settings(
+            AuthSettings {
+                basic_auth: scrape.basic_auth.as_ref(),
+                authorization: scrape.authorization.as_ref(),
+                bearer_token: scrape.bearer_token.as_ref(),
+                bearer_token_file: scrape.bearer_token_file.as_deref(),
+            },
+            &at,
+            problems,
+        );
         let relabel = compile(problems, "relabel_configs", &scrape.relabel_configs);
         let metric_relabel = compile(problems, "metric_relabel_configs", &scrape.metric_relabel_configs);
         jobs.push(Job {
@@ -382,6 +410,7 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
             timeout: timeout.0,
             relabel,
             metric_relabel,
+            auth: auth.map(Arc::new),
         });
     }
     jobs
@@ -485,14 +514,7 @@ const PROMETHEUS_DISCOVERIES: [&str; 27] = [
 
 /// Prometheus scrape settings epicenter does not act on yet, with why refusing them is safer
 /// than ignoring them.
-const PROMETHEUS_SCRAPE_SETTINGS: [(&str, &str); 17] = [
-    ("basic_auth", "scraping without the credentials would only get 401s"),
-    ("authorization", "scraping without the credentials would only get 401s"),
-    ("bearer_token", "scraping without the credentials would only get 401s"),
-    (
-        "bearer_token_file",
-        "scraping without the credentials would only get 401s",
-    ),
+const PROMETHEUS_SCRAPE_SETTINGS: [(&str, &str); 13] = [
     ("oauth2", "scraping without the credentials would only get 401s"),
     ("proxy_url", "scraping around the proxy would reach other hosts or none"),
     ("no_proxy", "it belongs with proxy_url"),

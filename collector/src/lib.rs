@@ -13,6 +13,7 @@
 //! task per target, on its own schedule) → [`scrape::Scraper::scrape`] (HTTP, [`exposition::parse`],
 //! `metric_relabel_configs`, target labels, limits, synthetic series) → the outcome channel.
 
+pub mod auth;
 pub mod client;
 pub mod config;
 pub mod discovery;

@@ -86,6 +86,9 @@ pub enum ScrapeError {
     /// The job's `tls_config` cannot be used (unreadable or invalid PEM).
     #[error("tls_config: {0}")]
     Tls(String),
+    /// A credentials file named by the job cannot be read.
+    #[error("cannot authenticate: {0}")]
+    Credentials(String),
     /// Non-2xx HTTP status.
     #[error("server returned HTTP status {0}")]
     Status(String),
@@ -353,14 +356,18 @@ impl Scraper {
     /// GETs the target and reads the body within `body_size_limit`. Returns the
     /// `Content-Type` and the (decompressed) body.
     async fn fetch(&self, target: &Target, job: &Job) -> Result<(Option<String>, Vec<u8>), ScrapeError> {
-        let mut response = self
+        let mut request = self
             .client
             .get(&target.url)
             .header(reqwest::header::ACCEPT, ACCEPT)
             .header(
                 "X-Prometheus-Scrape-Timeout-Seconds",
                 format!("{}", job.timeout.as_secs_f64()),
-            )
+            );
+        if let Some(auth) = &job.auth {
+            request = auth.apply(request).map_err(ScrapeError::Credentials)?;
+        }
+        let mut response = request
             .send()
             .await
             .map_err(|error| ScrapeError::Request(describe_request_error(&error)))?;

@@ -366,6 +366,14 @@ pub fn read_secret(source: SecretSource<'_>) -> Result<Option<Secret>, String> {
     Ok(None)
 }
 
+/// A secret written inline in a configuration file (Prometheus's `password`,
+/// `credentials`, `bearer_token`): read as a string, never printed.
+impl<'de> serde::Deserialize<'de> for Secret {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Secret, D::Error> {
+        String::deserialize(deserializer).map(Secret)
+    }
+}
+
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(<redacted>)")

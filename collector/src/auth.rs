@@ -1,0 +1,244 @@
+//! Scrape authentication, with the names and semantics of Prometheus's `<scrape_config>`
+//! (prometheus/common `http_config`): `basic_auth` (`username`, `password`,
+//! `password_file`), `authorization` (`type`, default `Bearer`; `credentials`,
+//! `credentials_file`) and the older `bearer_token` / `bearer_token_file`, which are
+//! `authorization` of type `Bearer`. At most one of them per job.
+//!
+//! Secrets from files are read when a scrape needs them and read again when the file
+//! changes (its modification time or length), so a rotated token is used from the next
+//! scrape on without a restart; surrounding whitespace is trimmed, as Prometheus does. A
+//! file that cannot be read fails that scrape, naming the key and the file, never the
+//! secret. Inline secrets are [`Secret`]s: `Debug` prints `<redacted>`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use epicenter_config::{Problems, Secret};
+use serde::Deserialize;
+
+/// `basic_auth`: HTTP Basic authentication (RFC 7617).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BasicAuth {
+    /// User name.
+    #[serde(default)]
+    pub username: String,
+    /// Password, written inline. Exclusive with `password_file`.
+    #[serde(default)]
+    pub password: Option<Secret>,
+    /// File holding the password (re-read when it changes).
+    #[serde(default)]
+    pub password_file: Option<PathBuf>,
+}
+
+/// `authorization`: an `Authorization: <type> <credentials>` header.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Authorization {
+    /// The scheme, `Bearer` by default. `Basic` is refused (use `basic_auth`), as in
+    /// Prometheus.
+    #[serde(rename = "type", default = "default_type")]
+    pub kind: String,
+    /// Credentials, written inline. Exclusive with `credentials_file`.
+    #[serde(default)]
+    pub credentials: Option<Secret>,
+    /// File holding the credentials (re-read when it changes).
+    #[serde(default)]
+    pub credentials_file: Option<PathBuf>,
+}
+
+fn default_type() -> String {
+    "Bearer".to_string()
+}
+
+/// The authentication settings of one `<scrape_config>`, as written.
+#[derive(Debug, Clone, Copy)]
+pub struct AuthSettings<'a> {
+    /// `basic_auth`.
+    pub basic_auth: Option<&'a BasicAuth>,
+    /// `authorization`.
+    pub authorization: Option<&'a Authorization>,
+    /// `bearer_token`.
+    pub bearer_token: Option<&'a Secret>,
+    /// `bearer_token_file`.
+    pub bearer_token_file: Option<&'a Path>,
+}
+
+/// How a job's scrapes authenticate, ready to use: see the module documentation.
+#[derive(Debug)]
+pub enum ScrapeAuth {
+    /// HTTP Basic.
+    Basic {
+        /// User name.
+        username: String,
+        /// Password.
+        password: SecretValue,
+    },
+    /// `Authorization: <scheme> <credentials>`.
+    Header {
+        /// The scheme (`Bearer`, `Token`, …).
+        scheme: String,
+        /// The credentials.
+        credentials: SecretValue,
+    },
+}
+
+/// A secret written inline or read from a file when needed.
+#[derive(Debug)]
+pub enum SecretValue {
+    /// Written in the configuration.
+    Inline(Secret),
+    /// Read from `path`; `key` is the configuration key that names it, for errors.
+    File {
+        /// Key path, e.g. `scrape_configs[2].basic_auth.password_file`.
+        key: String,
+        /// The file.
+        path: PathBuf,
+        /// The last read: the file's modification time and length, and its content.
+        last: Mutex<Option<(SystemTime, u64, Secret)>>,
+    },
+}
+
+impl SecretValue {
+    fn file(key: String, path: &Path) -> SecretValue {
+        SecretValue::File {
+            key,
+            path: path.to_path_buf(),
+            last: Mutex::new(None),
+        }
+    }
+
+    /// The secret now: inline, or the file's content, read again when the file changed.
+    ///
+    /// # Errors
+    /// The file cannot be read: the key, the file and the operating system's reason.
+    pub fn current(&self) -> Result<Secret, String> {
+        let (key, path, last) = match self {
+            SecretValue::Inline(secret) => return Ok(secret.clone()),
+            SecretValue::File { key, path, last } => (key, path, last),
+        };
+        let unreadable = |error: std::io::Error| format!("{key}: cannot read {}: {error}", path.display());
+        let metadata = std::fs::metadata(path).map_err(unreadable)?;
+        let stamp = (metadata.modified().map_err(unreadable)?, metadata.len());
+        let mut last = last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((modified, length, secret)) = last.as_ref() {
+            if (*modified, *length) == stamp {
+                return Ok(secret.clone());
+            }
+        }
+        let text = std::fs::read_to_string(path).map_err(unreadable)?;
+        let secret = Secret::new(text.trim().to_string());
+        *last = Some((stamp.0, stamp.1, secret.clone()));
+        Ok(secret)
+    }
+}
+
+impl ScrapeAuth {
+    /// The job's authentication, or `None` without any; problems (more than one mechanism,
+    /// a secret both inline and in a file, `type: Basic`) go to `problems` under `at(key)`.
+    pub fn from_settings(
+        settings: AuthSettings<'_>,
+        at: &dyn Fn(&str) -> String,
+        problems: &mut Problems,
+    ) -> Option<ScrapeAuth> {
+        let set: Vec<&str> = [
+            ("basic_auth", settings.basic_auth.is_some()),
+            ("authorization", settings.authorization.is_some()),
+            ("bearer_token", settings.bearer_token.is_some()),
+            ("bearer_token_file", settings.bearer_token_file.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(key, present)| present.then_some(key))
+        .collect();
+        if set.len() > 1 {
+            problems.push(
+                at(set[1]),
+                format!(
+                    "{} are set: a job authenticates one way (choose one)",
+                    set.join(" and ")
+                ),
+            );
+            return None;
+        }
+        let mut either =
+            |inline: Option<&Secret>, file: Option<&PathBuf>, inline_key: &str, file_key: &str| match (inline, file) {
+                (Some(_), Some(_)) => {
+                    problems.push(
+                        at(file_key),
+                        format!("{inline_key} and {file_key} are both set: choose one"),
+                    );
+                    None
+                }
+                (Some(secret), None) => Some(SecretValue::Inline(secret.clone())),
+                (None, Some(path)) => Some(SecretValue::file(at(file_key), path)),
+                (None, None) => Some(SecretValue::Inline(Secret::new(String::new()))),
+            };
+        if let Some(basic) = settings.basic_auth {
+            let password = either(
+                basic.password.as_ref(),
+                basic.password_file.as_ref(),
+                "basic_auth.password",
+                "basic_auth.password_file",
+            )?;
+            return Some(ScrapeAuth::Basic {
+                username: basic.username.clone(),
+                password,
+            });
+        }
+        if let Some(authorization) = settings.authorization {
+            if authorization.kind.eq_ignore_ascii_case("basic") {
+                problems.push(
+                    at("authorization.type"),
+                    "type Basic is written as basic_auth (username, password), as in Prometheus",
+                );
+                return None;
+            }
+            if authorization.kind.is_empty() || authorization.kind.contains(char::is_whitespace) {
+                problems.push(at("authorization.type"), "must be one word, such as Bearer");
+                return None;
+            }
+            let credentials = either(
+                authorization.credentials.as_ref(),
+                authorization.credentials_file.as_ref(),
+                "authorization.credentials",
+                "authorization.credentials_file",
+            )?;
+            return Some(ScrapeAuth::Header {
+                scheme: authorization.kind.clone(),
+                credentials,
+            });
+        }
+        let bearer = |credentials| ScrapeAuth::Header {
+            scheme: "Bearer".to_string(),
+            credentials,
+        };
+        if let Some(token) = settings.bearer_token {
+            return Some(bearer(SecretValue::Inline(token.clone())));
+        }
+        settings
+            .bearer_token_file
+            .map(|path| bearer(SecretValue::file(at("bearer_token_file"), path)))
+    }
+
+    /// Adds the `Authorization` header (marked sensitive) to a scrape request.
+    ///
+    /// # Errors
+    /// A secret file cannot be read ([`SecretValue::current`]).
+    pub fn apply(&self, request: reqwest::RequestBuilder) -> Result<reqwest::RequestBuilder, String> {
+        match self {
+            ScrapeAuth::Basic { username, password } => {
+                let password = password.current()?;
+                Ok(request.basic_auth(username, Some(password.expose())))
+            }
+            ScrapeAuth::Header { scheme, credentials } => {
+                let credentials = credentials.current()?;
+                let mut value =
+                    reqwest::header::HeaderValue::from_str(&format!("{scheme} {}", credentials.expose()))
+                        .map_err(|_| "the credentials hold characters an HTTP header cannot carry".to_string())?;
+                value.set_sensitive(true);
+                Ok(request.header(reqwest::header::AUTHORIZATION, value))
+            }
+        }
+    }
+}
