@@ -105,6 +105,9 @@ pub struct ScrapeConfig {
     /// Targets read from JSON or YAML files, re-read when they change.
     #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
     pub file_sd_configs: Vec<FileSdConfig>,
+    /// Targets from HTTP endpoints (Prometheus's HTTP SD), fetched every `refresh_interval`.
+    #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
+    pub http_sd_configs: Vec<HttpSdConfig>,
     /// Relabeling of targets before scraping.
     #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
     pub relabel_configs: Vec<RelabelConfig>,
@@ -217,6 +220,34 @@ pub struct StaticConfig {
     pub labels: BTreeMap<String, String>,
 }
 
+/// `http_sd_configs[]`: targets from an HTTP endpoint (Prometheus `<http_sd_config>` and its
+/// HTTP SD protocol): a `GET` of `url` every `refresh_interval` answering `200` with
+/// `Content-Type: application/json` and a list of `{"targets": […], "labels": {…}}`
+/// groups ([`crate::discovery::fetch_http_targets`]). Each group's targets get
+/// `__meta_url` for relabeling; after a failed refresh the previous targets stay.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSdConfig {
+    /// `http://` or `https://` URL of the target list.
+    pub url: String,
+    /// How often the list is fetched. Default `60s` (Prometheus's).
+    #[serde(default = "default_http_refresh_interval")]
+    pub refresh_interval: PromDuration,
+    /// HTTP Basic authentication towards the endpoint ([`crate::auth`]).
+    #[serde(default)]
+    pub basic_auth: Option<BasicAuth>,
+    /// An `Authorization` header towards the endpoint ([`crate::auth`]).
+    #[serde(default)]
+    pub authorization: Option<Authorization>,
+    /// TLS settings for an `https://` URL.
+    #[serde(default)]
+    pub tls_config: Option<TlsConfig>,
+}
+
+fn default_http_refresh_interval() -> PromDuration {
+    PromDuration(Duration::from_secs(60))
+}
+
 /// `file_sd_configs[]`: target files in Prometheus's file_sd format.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -247,6 +278,8 @@ pub struct Job {
     pub metric_relabel: Vec<Relabel>,
     /// How scrapes authenticate, if they do (shared by the job's targets).
     pub auth: Option<Arc<ScrapeAuth>>,
+    /// Each `http_sd_configs` entry's client (its `tls_config`) and authentication, in order.
+    pub http_sd: Vec<(reqwest::Client, Option<Arc<ScrapeAuth>>)>,
 }
 
 /// Checks `global` and `scrape_configs` (no network; TLS files are read) and resolves each
@@ -373,6 +406,41 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
                 );
             }
         }
+        let mut http_sd = Vec::new();
+        for (sd_index, sd) in scrape.http_sd_configs.iter().enumerate() {
+            let sd_at = |key: &str| at(&format!("http_sd_configs[{sd_index}].{key}"));
+            match url::Url::parse(&sd.url) {
+                Ok(url) if !matches!(url.scheme(), "http" | "https") => {
+                    problems.push(sd_at("url"), format!("scheme '{}' is not http or https", url.scheme()))
+                }
+                Ok(url) if url.host_str().is_none_or(str::is_empty) => problems.push(sd_at("url"), "has no host"),
+                Ok(_) => {}
+                Err(error) => problems.push(
+                    sd_at("url"),
+                    format!(
+                        "'{}' is not a URL ({error}); write http://host:port/path",
+                        epicenter_config::redacted_url(&sd.url)
+                    ),
+                ),
+            }
+            if sd.refresh_interval.0.is_zero() {
+                problems.push(sd_at("refresh_interval"), "must be greater than 0");
+            }
+            let auth = ScrapeAuth::from_settings(
+                AuthSettings {
+                    basic_auth: sd.basic_auth.as_ref(),
+                    authorization: sd.authorization.as_ref(),
+                    bearer_token: None,
+                    bearer_token_file: None,
+                },
+                &sd_at,
+                problems,
+            );
+            match crate::client::http_client(sd.tls_config.as_ref()) {
+                Ok(client) => http_sd.push((client, auth.map(Arc::new))),
+                Err(message) => problems.push(sd_at("tls_config"), message),
+            }
+        }
         let compile = |problems: &mut Problems, key: &str, configs: &[RelabelConfig]| -> Vec<Relabel> {
             configs
                 .iter()
@@ -411,6 +479,7 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
             relabel,
             metric_relabel,
             auth: auth.map(Arc::new),
+            http_sd,
         });
     }
     jobs
@@ -480,9 +549,10 @@ pub fn warnings(global: &GlobalConfig, scrape_configs: &[ScrapeConfig]) -> Vec<S
     warnings
 }
 
-/// Prometheus 2.42's service discoveries other than `static_configs` and `file_sd_configs`
+/// Prometheus 2.42's service discoveries other than `static_configs`, `file_sd_configs` and
+/// `http_sd_configs`
 /// (its configuration reference, `<scrape_config>`).
-const PROMETHEUS_DISCOVERIES: [&str; 27] = [
+const PROMETHEUS_DISCOVERIES: [&str; 26] = [
     "azure_sd_configs",
     "consul_sd_configs",
     "digitalocean_sd_configs",
@@ -493,7 +563,6 @@ const PROMETHEUS_DISCOVERIES: [&str; 27] = [
     "eureka_sd_configs",
     "gce_sd_configs",
     "hetzner_sd_configs",
-    "http_sd_configs",
     "ionos_sd_configs",
     "kubernetes_sd_configs",
     "kuma_sd_configs",
@@ -551,7 +620,7 @@ pub fn unsupported_prometheus_key(path: &str) -> Option<String> {
     let in_job = parent.starts_with("scrape_configs[") && !parent.contains('.');
     if in_job && PROMETHEUS_DISCOVERIES.contains(&key) {
         return Some(
-            "Prometheus service discovery that epicenter does not support yet; list the targets in static_configs, or in files read by file_sd_configs (which a discovery tool can write)"
+            "Prometheus service discovery that epicenter does not support yet; list the targets in static_configs, in files read by file_sd_configs, or behind an http_sd_configs endpoint (which a discovery tool can write or serve)"
                 .to_string(),
         );
     }

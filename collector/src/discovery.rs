@@ -1,4 +1,5 @@
-//! File-based service discovery (Prometheus `<file_sd_config>`).
+//! File-based service discovery (Prometheus `<file_sd_config>`), and HTTP SD
+//! (`<http_sd_config>`, [`fetch_http_targets`]).
 //!
 //! A target file is JSON or YAML (by extension) holding a list of groups:
 //! `[{"targets": ["host:port", …], "labels": {"name": "value", …}}]`. Each group's targets
@@ -10,10 +11,12 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde::Deserialize;
 
+use crate::auth::ScrapeAuth;
+use crate::client::describe_request_error;
 use crate::config::StaticConfig;
 
 /// One group of a target file.
@@ -23,6 +26,93 @@ struct FileGroup {
     targets: Vec<String>,
     #[serde(default)]
     labels: BTreeMap<String, String>,
+}
+
+/// Largest target list [`fetch_http_targets`] reads, in bytes: a file's limit,
+/// [`epicenter_config::MAX_DOCUMENT_BYTES`].
+pub const MAX_HTTP_SD_BYTES: usize = epicenter_config::MAX_DOCUMENT_BYTES;
+
+/// Fetches one HTTP SD target list (Prometheus's HTTP SD protocol): `GET url` with
+/// `Accept: application/json` and `X-Prometheus-Refresh-Interval-Seconds`, within
+/// `timeout`; the answer must be `200` with `Content-Type: application/json` and a JSON list
+/// of `{"targets": [...], "labels": {...}}` (an empty list means no targets). Each group gets
+/// `__meta_url` (the URL, user information removed).
+///
+/// # Errors
+/// Sentences naming the URL (without user information) and what went wrong: the request,
+/// the status, the content type, a body over [`MAX_HTTP_SD_BYTES`], or the JSON (with its
+/// line and column).
+pub async fn fetch_http_targets(
+    client: &reqwest::Client,
+    url: &str,
+    auth: Option<&ScrapeAuth>,
+    refresh_interval: Duration,
+    timeout: Duration,
+) -> Result<Vec<StaticConfig>, String> {
+    let shown = epicenter_config::redacted_url(url);
+    let fetch = async {
+        let mut request = client
+            .get(url)
+            .header(reqwest::header::ACCEPT, "application/json")
+            .header(
+                "X-Prometheus-Refresh-Interval-Seconds",
+                refresh_interval.as_secs().to_string(),
+            );
+        if let Some(auth) = auth {
+            request = auth.apply(request)?;
+        }
+        let mut response = request
+            .send()
+            .await
+            .map_err(|error| format!("request failed: {}", describe_request_error(&error)))?;
+        if response.status() != reqwest::StatusCode::OK {
+            return Err(format!("HTTP status {}", response.status()));
+        }
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        if !content_type
+            .split(';')
+            .next()
+            .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
+        {
+            return Err(format!(
+                "Content-Type '{content_type}': the HTTP SD protocol answers application/json"
+            ));
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|error| format!("request failed: {}", describe_request_error(&error)))?
+        {
+            if body.len() + chunk.len() > MAX_HTTP_SD_BYTES {
+                return Err(format!("the target list is larger than {MAX_HTTP_SD_BYTES} bytes"));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let groups: Vec<FileGroup> = serde_json::from_slice(&body).map_err(|error| format!("{error}"))?;
+        Ok(groups)
+    };
+    let groups = match tokio::time::timeout(timeout, fetch).await {
+        Ok(Ok(groups)) => groups,
+        Ok(Err(reason)) => return Err(format!("{shown}: {reason}")),
+        Err(_) => return Err(format!("{shown}: no answer within {timeout:?}")),
+    };
+    Ok(groups
+        .into_iter()
+        .map(|group| {
+            let mut labels = group.labels;
+            labels.insert("__meta_url".to_string(), shown.clone());
+            StaticConfig {
+                targets: group.targets,
+                labels,
+            }
+        })
+        .collect())
 }
 
 /// Reads one target file. Errors name the file and, for YAML/JSON problems, where (YAML:

@@ -1,5 +1,5 @@
-//! One scrape job at run time: its targets (static, and from `file_sd_configs` as the files
-//! change) each scraped by its own task, the way Prometheus's scrape manager keeps one scrape
+//! One scrape job at run time: its targets (static, and from `file_sd_configs` and
+//! `http_sd_configs` as they change) each scraped by its own task, the way Prometheus's scrape manager keeps one scrape
 //! pool per job and a loop per target.
 
 use std::collections::{HashMap, HashSet};
@@ -10,18 +10,22 @@ use epicenter_store::rows::ScrapeOutcome;
 use tokio::sync::{mpsc, watch};
 
 use crate::config::{Job, StaticConfig};
-use crate::discovery::FileDiscovery;
+use crate::discovery::{fetch_http_targets, FileDiscovery};
 use crate::scrape::{run_target, ScrapeContext, Scraper};
 use crate::targets::{targets_for_groups, TargetRegistry};
+
+/// Longest wait for an HTTP SD answer (or the `refresh_interval`, if shorter).
+pub const HTTP_SD_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How often file_sd files are checked for changes (at most; `refresh_interval` if shorter).
 pub const FILE_SD_POLL: Duration = Duration::from_secs(5);
 
-/// Runs one job: its static targets, and the targets of its `file_sd_configs`, started and
-/// stopped as the files change (each in its own [`run_target`] task, registered in `health`
-/// for `/api/v1/targets`), every outcome sent to `sender`. A target file that cannot be read
-/// keeps its previous targets (logged as a warning). Returns after `shutdown` turns true, once
-/// every target task has ended.
+/// Runs one job: its static targets, and the targets of its `file_sd_configs` and
+/// `http_sd_configs`, started and stopped as the files and lists change (each in its own
+/// [`run_target`] task, registered in `health` for `/api/v1/targets`), every outcome sent to
+/// `sender`. A target file that cannot be read, or a target list that cannot be fetched,
+/// keeps its previous targets (logged as a warning). Returns after `shutdown` turns true,
+/// once every target task has ended.
 pub async fn run_job(
     job: Arc<Job>,
     scraper: Scraper,
@@ -44,6 +48,10 @@ pub async fn run_job(
         .fold(FILE_SD_POLL, Duration::min);
     let mut discovery = (!patterns.is_empty()).then(|| FileDiscovery::new(patterns));
     let mut discovered: Vec<StaticConfig> = Vec::new();
+    // Each http_sd_configs entry's last good target list and when it is next fetched.
+    let http_sd = &job.config.http_sd_configs;
+    let mut http_groups: Vec<Vec<StaticConfig>> = vec![Vec::new(); http_sd.len()];
+    let mut http_due: Vec<tokio::time::Instant> = vec![tokio::time::Instant::now(); http_sd.len()];
     let mut running: HashMap<u64, tokio::task::JoinHandle<()>> = HashMap::new();
     let mut first = true;
     loop {
@@ -70,9 +78,35 @@ pub async fn run_job(
                 changed = true;
             }
         }
+        for (index, (sd, (client, auth))) in http_sd.iter().zip(&job.http_sd).enumerate() {
+            if tokio::time::Instant::now() < http_due[index] {
+                continue;
+            }
+            let refresh = sd.refresh_interval.0;
+            http_due[index] = tokio::time::Instant::now() + refresh;
+            let timeout = refresh.min(HTTP_SD_TIMEOUT);
+            let fetched = tokio::select! {
+                fetched = fetch_http_targets(client, &sd.url, auth.as_deref(), refresh, timeout) => fetched,
+                _ = shutdown.changed() => break,
+            };
+            match fetched {
+                Ok(groups) if groups != http_groups[index] => {
+                    http_groups[index] = groups;
+                    changed = true;
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(job = %job.config.job_name, %error, "http_sd: cannot fetch the target list; keeping its previous targets");
+                }
+            }
+        }
+        if *shutdown.borrow() {
+            break;
+        }
         if changed {
             let mut groups = job.config.static_configs.clone();
             groups.extend(discovered.iter().cloned());
+            groups.extend(http_groups.iter().flatten().cloned());
             let (targets, dropped) = targets_for_groups(&job, &groups);
             tracing::info!(job = %job.config.job_name, targets = targets.len(), dropped, interval = ?job.interval, "targets");
             let current: HashSet<u64> = targets.iter().map(|target| target.identity).collect();
@@ -101,11 +135,16 @@ pub async fn run_job(
                 running.insert(identity, handle);
             }
         }
-        if discovery.is_none() {
+        if discovery.is_none() && http_sd.is_empty() {
             break;
         }
+        let mut wake = tokio::time::Instant::now() + poll_every;
+        if discovery.is_none() {
+            wake = tokio::time::Instant::now() + Duration::from_secs(3600);
+        }
+        let wake = http_due.iter().copied().fold(wake, tokio::time::Instant::min);
         tokio::select! {
-            _ = tokio::time::sleep(poll_every) => {}
+            _ = tokio::time::sleep_until(wake) => {}
             _ = shutdown.changed() => break,
         }
     }
