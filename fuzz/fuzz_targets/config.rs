@@ -40,6 +40,16 @@ struct Config {
     detector: DetectorConfig,
     #[serde(default)]
     notifiers: Vec<NotifierConfig>,
+    #[serde(default)]
+    rule_files: epicenter_config::PrometheusOnly,
+    #[serde(default)]
+    alerting: epicenter_config::PrometheusOnly,
+    #[serde(default)]
+    remote_write: epicenter_config::PrometheusOnly,
+    #[serde(default)]
+    remote_read: epicenter_config::PrometheusOnly,
+    #[serde(default)]
+    tracing: epicenter_config::PrometheusOnly,
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -47,14 +57,19 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let _ = epicenter_config::check_shape(text);
-    let Ok(mut config) = epicenter_config::from_yaml::<Config>(text) else {
+    // Every unknown key in one run: the blanking of keys runs on whatever the input is.
+    let Ok(mut config) = epicenter_config::from_yaml_all::<Config>(text) else {
         return;
     };
     for scrape in &mut config.scrape_configs {
         scrape.tls_config = None;
+        for sd in &mut scrape.http_sd_configs {
+            sd.tls_config = None;
+        }
     }
     let mut problems = Problems::default();
     let jobs = epicenter_collector::config::jobs(&config.global, &config.scrape_configs, &mut problems);
+    epicenter_collector::targets::static_target_problems(&jobs, &mut problems);
     config.storage.problems(&mut problems);
     epicenter_oncall::config::problems(&config.notifiers, &mut problems);
     config.storage.retention_problems(&mut problems);
@@ -62,7 +77,7 @@ fuzz_target!(|data: &[u8]| {
     config.server.problems(&mut problems);
     config.placement.problems(&mut problems);
     config.detector.problems(&mut problems);
-    let _ = epicenter_collector::config::warnings(&config.scrape_configs);
+    let _ = epicenter_collector::config::warnings(&config.global, &config.scrape_configs);
     let _ = config.storage.warnings();
     let _ = config.detector.dependencies();
     let _ = config.detector.settings();
