@@ -88,9 +88,14 @@ pub(crate) async fn serve(
         Ok(bound) => bound,
         Err(error) => return config_error(&error),
     };
+    let targets = Arc::new(TargetRegistry::default());
+    if let Err(error) = telemetry.watch_targets(targets.clone()) {
+        eprintln!("error: cannot register epicenter's own metrics: {error}");
+        return ExitCode::from(1);
+    }
     let state = Arc::new(AppState {
         telemetry,
-        targets: Arc::new(TargetRegistry::default()),
+        targets,
         verdicts: std::sync::Mutex::new(VerdictBook::default()),
         graph: std::sync::Mutex::new(None),
         notifiers: Arc::new(Notifiers::start(

@@ -217,6 +217,26 @@ fn run_scrapes_into_the_embedded_store_and_sql_reads_it() {
         metrics.contains("epicenter_sink_rows_written_total{table=\"samples\"}"),
         "{metrics}"
     );
+    // Issue 16: the health of epicenter's targets, under labels that do not clash with the
+    // job/instance a Prometheus scraping epicenter sets; the process and build metrics.
+    for line in [
+        format!("epicenter_target_up{{scrape_job=\"backend\",target_instance=\"{live}\"}} 1"),
+        format!("epicenter_target_up{{scrape_job=\"redis\",target_instance=\"{dead}\"}} 0"),
+        "epicenter_targets{scrape_job=\"redis\",health=\"down\"} 1".to_string(),
+        "epicenter_targets{scrape_job=\"backend\",health=\"up\"} 1".to_string(),
+        format!("epicenter_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION")),
+    ] {
+        assert!(metrics.lines().any(|metric| metric == line), "{line}\n{metrics}");
+    }
+    let resident: f64 = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("process_resident_memory_bytes "))
+        .unwrap_or_else(|| panic!("no process_resident_memory_bytes\n{metrics}"))
+        .parse()
+        .unwrap();
+    // Between 1 MiB and 4 GiB: a number from /proc, not a placeholder.
+    assert!((1048576.0..4294967296.0).contains(&resident), "{resident}");
+    assert!(metrics.contains("process_cpu_seconds_total "), "{metrics}");
     assert_eq!(http_get(&server, "/readyz").0, 200);
     assert_eq!(http_get(&server, "/healthz"), (200, "ok\n".to_string()));
     terminate(&child);

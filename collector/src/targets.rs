@@ -290,6 +290,18 @@ impl TargetRegistry {
         }
     }
 
+    /// Every target's `(job, instance, health)`, health being `up`, `down` or `unknown`
+    /// (not scraped yet), in identity order: what epicenter's own `/metrics` exports.
+    pub fn health_by_target(&self) -> Vec<(String, String, &'static str)> {
+        self.lock()
+            .values()
+            .map(|status| {
+                let instance = status.labels.get("instance").cloned().unwrap_or_default();
+                (status.scrape_pool.clone(), instance, status.health)
+            })
+            .collect()
+    }
+
     /// Every target's status, by identity.
     pub fn statuses(&self) -> Vec<TargetStatus> {
         self.lock().values().cloned().collect()

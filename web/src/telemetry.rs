@@ -5,6 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use epicenter_collector::targets::TargetRegistry;
 use epicenter_store::rows::ScrapeOutcome;
 use epicenter_store::writer::WriterStats;
 use prometheus::core::{Collector, Desc};
@@ -98,6 +99,18 @@ impl Telemetry {
         )?;
         registry.register(Box::new(detector_rounds_held_total.clone()))?;
         registry.register(Box::new(WriterCollector::new(writer)?))?;
+        // process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, …
+        // (Linux /proc), as every Prometheus client library exports them.
+        registry.register(Box::new(prometheus::process_collector::ProcessCollector::for_self()))?;
+        let build_info = IntGaugeVec::new(
+            Opts::new(
+                "epicenter_build_info",
+                "1, labelled with the version of the running epicenter.",
+            ),
+            &["version"],
+        )?;
+        build_info.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        registry.register(Box::new(build_info))?;
         Ok(Telemetry {
             registry,
             scrape_duration_seconds,
@@ -131,11 +144,113 @@ impl Telemetry {
         }
     }
 
+    /// Exports the health of every target in `targets` at each collection:
+    /// `epicenter_target_up{scrape_job, target_instance}` (1 up, 0 down; absent before the
+    /// first scrape) and `epicenter_targets{scrape_job, health}` (counts). The labels are not
+    /// `job` and `instance`, which the Prometheus scraping epicenter sets to epicenter's own
+    /// (Prometheus's own per-pool metrics use `scrape_job` likewise).
+    ///
+    /// # Errors
+    /// Registered twice (a programming error).
+    pub fn watch_targets(&self, targets: Arc<TargetRegistry>) -> Result<(), prometheus::Error> {
+        self.registry.register(Box::new(TargetCollector::new(targets)?))
+    }
+
     /// The registry in the text format, or why it cannot be encoded.
     pub fn render(&self) -> Result<String, prometheus::Error> {
         let mut buffer = Vec::new();
         TextEncoder::new().encode(&self.registry.gather(), &mut buffer)?;
         Ok(String::from_utf8_lossy(&buffer).into_owned())
+    }
+}
+
+/// Target health from the [`TargetRegistry`] at collection time ([`Telemetry::watch_targets`]).
+struct TargetCollector {
+    targets: Arc<TargetRegistry>,
+    descriptions: Vec<Desc>,
+}
+
+/// (name, help) of the target health gauges.
+const TARGET_GAUGES: [(&str, &str); 2] = [
+    (
+        "epicenter_target_up",
+        "1 when the target's last scrape succeeded, 0 when it failed; absent before its first scrape.",
+    ),
+    (
+        "epicenter_targets",
+        "Targets by scrape job and health (up, down, unknown: not scraped yet).",
+    ),
+];
+
+impl TargetCollector {
+    fn new(targets: Arc<TargetRegistry>) -> Result<TargetCollector, prometheus::Error> {
+        let descriptions = TARGET_GAUGES
+            .iter()
+            .map(|(name, help)| Desc::new(name.to_string(), help.to_string(), Vec::new(), Default::default()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(TargetCollector { targets, descriptions })
+    }
+}
+
+/// A gauge family with one metric per `(labels, value)`.
+fn gauge_family(name: &str, help: &str, metrics: Vec<(Vec<(&str, String)>, f64)>) -> MetricFamily {
+    let mut family = MetricFamily::default();
+    family.set_name(name.to_string());
+    family.set_help(help.to_string());
+    family.set_field_type(prometheus::proto::MetricType::GAUGE);
+    for (labels, value) in metrics {
+        let mut metric = prometheus::proto::Metric::default();
+        metric.set_label(
+            labels
+                .into_iter()
+                .map(|(name, value)| {
+                    let mut pair = prometheus::proto::LabelPair::default();
+                    pair.set_name(name.to_string());
+                    pair.set_value(value);
+                    pair
+                })
+                .collect(),
+        );
+        let mut gauge = prometheus::proto::Gauge::default();
+        gauge.set_value(value);
+        metric.set_gauge(gauge);
+        family.mut_metric().push(metric);
+    }
+    family
+}
+
+impl Collector for TargetCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descriptions.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let health = self.targets.health_by_target();
+        let up = health
+            .iter()
+            .filter(|(_, _, health)| *health != "unknown")
+            .map(|(job, instance, health)| {
+                let labels = vec![("scrape_job", job.clone()), ("target_instance", instance.clone())];
+                (labels, if *health == "up" { 1.0 } else { 0.0 })
+            })
+            .collect();
+        let mut counts: std::collections::BTreeMap<(&str, &str), u64> = std::collections::BTreeMap::new();
+        for (job, _, health) in &health {
+            *counts.entry((job.as_str(), health)).or_default() += 1;
+        }
+        let counts = counts
+            .into_iter()
+            .map(|((job, health), count)| {
+                (
+                    vec![("scrape_job", job.to_string()), ("health", health.to_string())],
+                    count as f64,
+                )
+            })
+            .collect();
+        vec![
+            gauge_family(TARGET_GAUGES[0].0, TARGET_GAUGES[0].1, up),
+            gauge_family(TARGET_GAUGES[1].0, TARGET_GAUGES[1].1, counts),
+        ]
     }
 }
 
