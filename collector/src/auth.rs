@@ -52,6 +52,34 @@ fn default_type() -> String {
     "Bearer".to_string()
 }
 
+/// `oauth2`: the OAuth 2.0 client credentials grant (RFC 6749 section 4.4): a token is asked
+/// of `token_url` with the client's id and secret (HTTP Basic, section 2.3.1), `scopes` and
+/// `endpoint_params`, kept until shortly before its `expires_in`, and sent as
+/// `Authorization: Bearer <token>`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuth2 {
+    /// The client's id.
+    pub client_id: String,
+    /// The client's secret, inline. Exclusive with `client_secret_file`.
+    #[serde(default)]
+    pub client_secret: Option<Secret>,
+    /// File holding the client's secret (re-read when it changes).
+    #[serde(default)]
+    pub client_secret_file: Option<PathBuf>,
+    /// Scopes asked for (sent space-separated as `scope`).
+    #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
+    pub scopes: Vec<String>,
+    /// `http://` or `https://` URL of the token endpoint.
+    pub token_url: String,
+    /// More form parameters for the token request (an `audience`, say).
+    #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
+    pub endpoint_params: std::collections::BTreeMap<String, String>,
+}
+
+/// How long before its expiry a token is asked for again.
+pub const TOKEN_EARLY_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The authentication settings of one `<scrape_config>`, as written.
 #[derive(Debug, Clone, Copy)]
 pub struct AuthSettings<'a> {
@@ -63,6 +91,8 @@ pub struct AuthSettings<'a> {
     pub bearer_token: Option<&'a Secret>,
     /// `bearer_token_file`.
     pub bearer_token_file: Option<&'a Path>,
+    /// `oauth2`.
+    pub oauth2: Option<&'a OAuth2>,
 }
 
 /// How a job's scrapes authenticate, ready to use: see the module documentation.
@@ -81,6 +111,15 @@ pub enum ScrapeAuth {
         scheme: String,
         /// The credentials.
         credentials: SecretValue,
+    },
+    /// A bearer token from an OAuth 2.0 token endpoint.
+    OAuth2 {
+        /// The settings as written.
+        config: OAuth2,
+        /// The client's secret.
+        secret: SecretValue,
+        /// The token and when it is to be asked for again.
+        token: tokio::sync::Mutex<Option<(Secret, std::time::Instant)>>,
     },
 }
 
@@ -147,6 +186,7 @@ impl ScrapeAuth {
             ("authorization", settings.authorization.is_some()),
             ("bearer_token", settings.bearer_token.is_some()),
             ("bearer_token_file", settings.bearer_token_file.is_some()),
+            ("oauth2", settings.oauth2.is_some()),
         ]
         .into_iter()
         .filter_map(|(key, present)| present.then_some(key))
@@ -186,6 +226,32 @@ impl ScrapeAuth {
                 password,
             });
         }
+        if let Some(oauth2) = settings.oauth2 {
+            match url::Url::parse(&oauth2.token_url) {
+                Ok(url) if matches!(url.scheme(), "http" | "https") => {}
+                _ => {
+                    problems.push(
+                        at("oauth2.token_url"),
+                        format!(
+                            "'{}' is not an http:// or https:// URL",
+                            epicenter_config::redacted_url(&oauth2.token_url)
+                        ),
+                    );
+                    return None;
+                }
+            }
+            let secret = either(
+                oauth2.client_secret.as_ref(),
+                oauth2.client_secret_file.as_ref(),
+                "oauth2.client_secret",
+                "oauth2.client_secret_file",
+            )?;
+            return Some(ScrapeAuth::OAuth2 {
+                config: oauth2.clone(),
+                secret,
+                token: tokio::sync::Mutex::new(None),
+            });
+        }
         if let Some(authorization) = settings.authorization {
             if authorization.kind.eq_ignore_ascii_case("basic") {
                 problems.push(
@@ -221,12 +287,38 @@ impl ScrapeAuth {
             .map(|path| bearer(SecretValue::file(at("bearer_token_file"), path)))
     }
 
-    /// Adds the `Authorization` header (marked sensitive) to a scrape request.
+    /// Adds the `Authorization` header (marked sensitive) to a request; for `oauth2`, asks
+    /// for a token first when there is none or it is about to expire, with `client`.
     ///
     /// # Errors
-    /// A secret file cannot be read ([`SecretValue::current`]).
-    pub fn apply(&self, request: reqwest::RequestBuilder) -> Result<reqwest::RequestBuilder, String> {
+    /// A secret file cannot be read ([`SecretValue::current`]), or the token endpoint fails
+    /// (its URL without user information, the status or the reason; never the secret).
+    pub async fn apply(
+        &self,
+        client: &reqwest::Client,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::RequestBuilder, String> {
         match self {
+            ScrapeAuth::OAuth2 { config, secret, token } => {
+                let mut token = token.lock().await;
+                let fresh = token
+                    .as_ref()
+                    .filter(|(_, refresh_at)| std::time::Instant::now() < *refresh_at)
+                    .map(|(value, _)| value.clone());
+                let value = match fresh {
+                    Some(value) => value,
+                    None => {
+                        let (value, lifetime) = fetch_token(client, config, &secret.current()?).await?;
+                        let refresh_at = std::time::Instant::now() + lifetime.saturating_sub(TOKEN_EARLY_REFRESH);
+                        *token = Some((value.clone(), refresh_at));
+                        value
+                    }
+                };
+                let mut header = reqwest::header::HeaderValue::from_str(&format!("Bearer {}", value.expose()))
+                    .map_err(|_| "oauth2: the token holds characters an HTTP header cannot carry".to_string())?;
+                header.set_sensitive(true);
+                Ok(request.header(reqwest::header::AUTHORIZATION, header))
+            }
             ScrapeAuth::Basic { username, password } => {
                 let password = password.current()?;
                 Ok(request.basic_auth(username, Some(password.expose())))
@@ -241,4 +333,54 @@ impl ScrapeAuth {
             }
         }
     }
+}
+
+/// Asks `config.token_url` for a token (client credentials grant). Returns the token and its
+/// lifetime (`expires_in`, or an hour when the server does not say).
+async fn fetch_token(
+    client: &reqwest::Client,
+    config: &OAuth2,
+    secret: &Secret,
+) -> Result<(Secret, std::time::Duration), String> {
+    let shown = epicenter_config::redacted_url(&config.token_url);
+    let mut form: Vec<(&str, &str)> = vec![("grant_type", "client_credentials")];
+    let scope = config.scopes.join(" ");
+    if !scope.is_empty() {
+        form.push(("scope", &scope));
+    }
+    for (name, value) in &config.endpoint_params {
+        form.push((name, value));
+    }
+    let response = client
+        .post(&config.token_url)
+        .basic_auth(&config.client_id, Some(secret.expose()))
+        .form(&form)
+        .send()
+        .await
+        .map_err(|error| {
+            format!(
+                "oauth2: token request to {shown} failed: {}",
+                crate::client::describe_request_error(&error)
+            )
+        })?;
+    let status = response.status();
+    if !status.is_success() {
+        return Err(format!("oauth2: token endpoint {shown} answered HTTP status {status}"));
+    }
+    #[derive(Deserialize)]
+    struct TokenAnswer {
+        access_token: Secret,
+        #[serde(default)]
+        expires_in: Option<u64>,
+    }
+    let body = response.bytes().await.map_err(|error| {
+        format!(
+            "oauth2: token request to {shown} failed: {}",
+            crate::client::describe_request_error(&error)
+        )
+    })?;
+    let answer: TokenAnswer = serde_json::from_slice(&body)
+        .map_err(|error| format!("oauth2: token endpoint {shown} answered no usable token: {error}"))?;
+    let lifetime = std::time::Duration::from_secs(answer.expires_in.unwrap_or(3600));
+    Ok((answer.access_token, lifetime))
 }

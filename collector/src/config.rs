@@ -19,7 +19,7 @@ use epicenter_config::{
 };
 use serde::Deserialize;
 
-use crate::auth::{AuthSettings, Authorization, BasicAuth, ScrapeAuth};
+use crate::auth::{AuthSettings, Authorization, BasicAuth, OAuth2, ScrapeAuth};
 use crate::relabel::{Relabel, RelabelConfig};
 
 /// `global`: defaults shared by all jobs (Prometheus `<global>`).
@@ -152,6 +152,9 @@ pub struct ScrapeConfig {
     /// A file holding a bearer token, re-read when it changes.
     #[serde(default)]
     pub bearer_token_file: Option<PathBuf>,
+    /// OAuth 2.0 client credentials (Prometheus `oauth2`; [`crate::auth::OAuth2`]).
+    #[serde(default)]
+    pub oauth2: Option<OAuth2>,
 }
 
 /// `body_size_limit` when the job does not set one: 16 MiB, vmagent's default
@@ -432,6 +435,7 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
                     authorization: sd.authorization.as_ref(),
                     bearer_token: None,
                     bearer_token_file: None,
+                    oauth2: None,
                 },
                 &sd_at,
                 problems,
@@ -466,6 +470,7 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
                 authorization: scrape.authorization.as_ref(),
                 bearer_token: scrape.bearer_token.as_ref(),
                 bearer_token_file: scrape.bearer_token_file.as_deref(),
+                oauth2: scrape.oauth2.as_ref(),
             },
             &at,
             problems,
@@ -583,8 +588,7 @@ const PROMETHEUS_DISCOVERIES: [&str; 26] = [
 
 /// Prometheus scrape settings epicenter does not act on yet, with why refusing them is safer
 /// than ignoring them.
-const PROMETHEUS_SCRAPE_SETTINGS: [(&str, &str); 13] = [
-    ("oauth2", "scraping without the credentials would only get 401s"),
+const PROMETHEUS_SCRAPE_SETTINGS: [(&str, &str); 12] = [
     ("proxy_url", "scraping around the proxy would reach other hosts or none"),
     ("no_proxy", "it belongs with proxy_url"),
     ("proxy_from_environment", "it belongs with proxy_url"),

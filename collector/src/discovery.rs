@@ -59,7 +59,7 @@ pub async fn fetch_http_targets(
                 refresh_interval.as_secs().to_string(),
             );
         if let Some(auth) = auth {
-            request = auth.apply(request)?;
+            request = auth.apply(client, request).await?;
         }
         let mut response = request
             .send()

@@ -365,7 +365,10 @@ impl Scraper {
                 format!("{}", job.timeout.as_secs_f64()),
             );
         if let Some(auth) = &job.auth {
-            request = auth.apply(request).map_err(ScrapeError::Credentials)?;
+            request = auth
+                .apply(&self.client, request)
+                .await
+                .map_err(ScrapeError::Credentials)?;
         }
         let mut response = request
             .send()

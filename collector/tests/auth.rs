@@ -214,3 +214,118 @@ fn two_mechanisms_or_a_secret_twice_are_refused_naming_the_keys() {
         assert!(!errors[0].message.contains("p,") && !errors[0].message.contains(": p"));
     }
 }
+
+/// The OAuth 2.0 token endpoint of the test: checks the client's credentials and form, and
+/// issues `tok-<n>` valid for `lifetime` seconds; the target accepts the last token issued.
+#[derive(Default)]
+struct TokenServer {
+    issued: u32,
+    lifetime: u64,
+    forms: Vec<String>,
+}
+
+async fn oauth2_servers(tokens: Arc<Mutex<TokenServer>>) -> (String, String) {
+    let token_app = Router::new()
+        .route(
+            "/token",
+            axum::routing::post(
+                |State(tokens): State<Arc<Mutex<TokenServer>>>, headers: HeaderMap, form: String| async move {
+                    if headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok())
+                        != Some(basic("epicenter", "client-s3cret").as_str())
+                    {
+                        return (StatusCode::UNAUTHORIZED, String::new());
+                    }
+                    let mut tokens = tokens.lock().unwrap();
+                    tokens.issued += 1;
+                    tokens.forms.push(form);
+                    let answer = format!(
+                        r#"{{"access_token": "tok-{}", "token_type": "bearer", "expires_in": {}}}"#,
+                        tokens.issued, tokens.lifetime
+                    );
+                    (StatusCode::OK, answer)
+                },
+            ),
+        )
+        .with_state(tokens.clone());
+    let target_app = Router::new()
+        .route(
+            "/metrics",
+            get(
+                |State(tokens): State<Arc<Mutex<TokenServer>>>, headers: HeaderMap| async move {
+                    let expected = format!("Bearer tok-{}", tokens.lock().unwrap().issued);
+                    if headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()) == Some(expected.as_str()) {
+                        (StatusCode::OK, "protected_metric 42\n")
+                    } else {
+                        (StatusCode::UNAUTHORIZED, "")
+                    }
+                },
+            ),
+        )
+        .with_state(tokens);
+    let mut addresses = Vec::new();
+    for app in [token_app, target_app] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        addresses.push(listener.local_addr().unwrap().to_string());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    }
+    (addresses.remove(0), addresses.remove(0))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth2_client_credentials_get_a_token_keep_it_until_it_expires_and_fail_clearly() {
+    let tokens = Arc::new(Mutex::new(TokenServer {
+        lifetime: 3600,
+        ..TokenServer::default()
+    }));
+    let (token_server, target) = oauth2_servers(tokens.clone()).await;
+    let oauth2 = |secret: &str| {
+        format!(
+            "    oauth2:\n      client_id: epicenter\n      client_secret: {secret}\n      token_url: 'http://{token_server}/token'\n      scopes: [metrics, read]\n      endpoint_params: {{audience: fleet}}\n"
+        )
+    };
+    let long = job(&target, &oauth2("client-s3cret"));
+    let (targets, _) = targets_for_job(&long);
+    let context = ScrapeContext {
+        placement: PlacementConfig::default(),
+        external_labels: Labels::new(),
+    };
+    let scraper = Scraper::new().unwrap();
+    let mut state = TargetState::default();
+    for round in 0..3 {
+        let outcome = scraper.scrape(&targets[0], &long, &context, &mut state).await;
+        assert!(outcome.report.up, "round {round}: {:?}", outcome.report.error);
+        assert_eq!(value(&outcome), Some(42.0));
+    }
+    // One token for three scrapes, asked for with the grant, the scopes and the parameters.
+    {
+        let tokens = tokens.lock().unwrap();
+        assert_eq!(tokens.issued, 1);
+        let mut fields: Vec<&str> = tokens.forms[0].split('&').collect();
+        fields.sort_unstable();
+        assert_eq!(
+            fields,
+            vec!["audience=fleet", "grant_type=client_credentials", "scope=metrics+read"]
+        );
+    }
+    // A token that expires within the early-refresh margin is asked for again each time (a
+    // new job: its own token cache).
+    tokens.lock().unwrap().lifetime = 5;
+    let short = job(&target, &oauth2("client-s3cret"));
+    let mut short_state = TargetState::default();
+    for _ in 0..2 {
+        let outcome = scraper.scrape(&targets[0], &short, &context, &mut short_state).await;
+        assert!(outcome.report.up, "{:?}", outcome.report.error);
+    }
+    assert_eq!(tokens.lock().unwrap().issued, 3);
+    // A wrong client secret: the target is down, the token endpoint named, the secret not.
+    let wrong = scrape(&job(&target, &oauth2("not-the-secret"))).await;
+    assert!(!wrong.report.up);
+    let error = wrong.report.error.unwrap();
+    assert!(
+        error.contains(&format!(
+            "oauth2: token endpoint http://{token_server}/token answered HTTP status 401"
+        )),
+        "{error}"
+    );
+    assert!(!error.contains("not-the-secret"), "{error}");
+}
