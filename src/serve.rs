@@ -48,10 +48,10 @@ pub(crate) async fn serve(
     live_status: bool,
 ) -> ExitCode {
     let mut signals = crate::signals::StopSignals::listen();
-    // One HTTP client per job: each job may have its own tls_config.
+    // One HTTP client per job: each job may have its own tls_config and proxy.
     let mut scrapers = Vec::with_capacity(jobs.len());
     for (index, job) in jobs.iter().enumerate() {
-        match Scraper::with_tls(job.config.tls_config.as_ref()) {
+        match Scraper::for_job(&job.config) {
             Ok(scraper) => scrapers.push(scraper),
             Err(error) => {
                 return config_error(&format!(

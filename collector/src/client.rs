@@ -8,11 +8,53 @@ use epicenter_config::TlsConfig;
 /// `cert_file` + `key_file` are presented to servers that ask, and `insecure_skip_verify`
 /// accepts any certificate. Errors name the file that cannot be read or parsed (`ca_file
 /// '/etc/ca.pem': no PEM certificate in it`). Reads the PEM files.
+/// The client does not use the `HTTP_PROXY`/`HTTPS_PROXY` environment variables unless
+/// asked to ([`http_client_with_proxy`]), as Prometheus's `proxy_from_environment` defaults
+/// to false.
 pub fn http_client(tls: Option<&TlsConfig>) -> Result<reqwest::Client, String> {
+    http_client_with_proxy(tls, &Proxy::None)
+}
+
+/// Which proxy a job's requests go through (Prometheus `proxy_url`, `no_proxy`,
+/// `proxy_from_environment`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Proxy {
+    /// Straight to the target.
+    None,
+    /// Through `url` (`http://`, `https://` or `socks5://`, user information for
+    /// `Proxy-Authorization`), except for the hosts, domains and networks in `no_proxy`
+    /// (comma-separated, as in the `NO_PROXY` environment variable).
+    Url {
+        /// The proxy.
+        url: String,
+        /// Exceptions.
+        no_proxy: Option<String>,
+    },
+    /// As `HTTP_PROXY`, `HTTPS_PROXY` and `NO_PROXY` say.
+    FromEnvironment,
+}
+
+/// [`http_client`] through `proxy`. Errors name what cannot be used (the proxy URL shown
+/// without its password).
+pub fn http_client_with_proxy(tls: Option<&TlsConfig>, proxy: &Proxy) -> Result<reqwest::Client, String> {
     let mut builder = reqwest::Client::builder()
         .user_agent(concat!("epicenter/", env!("CARGO_PKG_VERSION")))
         .gzip(true)
         .use_rustls_tls();
+    builder = match proxy {
+        Proxy::None => builder.no_proxy(),
+        Proxy::FromEnvironment => builder,
+        Proxy::Url { url, no_proxy } => {
+            let proxy = reqwest::Proxy::all(url.as_str()).map_err(|error| {
+                format!(
+                    "proxy_url '{}': {}",
+                    epicenter_config::redacted_url(url),
+                    describe_request_error(&error)
+                )
+            })?;
+            builder.proxy(proxy.no_proxy(no_proxy.as_deref().and_then(reqwest::NoProxy::from_string)))
+        }
+    };
     if let Some(tls) = tls {
         let read = |key: &str, path: &std::path::Path| {
             std::fs::read(path).map_err(|error| format!("{key} '{}': {error}", path.display()))

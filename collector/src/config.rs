@@ -155,6 +155,32 @@ pub struct ScrapeConfig {
     /// OAuth 2.0 client credentials (Prometheus `oauth2`; [`crate::auth::OAuth2`]).
     #[serde(default)]
     pub oauth2: Option<OAuth2>,
+    /// HTTP, HTTPS or SOCKS5 proxy for the job's scrapes (user information, if any, is sent
+    /// as `Proxy-Authorization`).
+    #[serde(default)]
+    pub proxy_url: Option<String>,
+    /// Hosts, domains (`.example.com`) and networks (`10.0.0.0/8`) reached without the
+    /// proxy, comma-separated. Needs `proxy_url`.
+    #[serde(default)]
+    pub no_proxy: Option<String>,
+    /// Use the `HTTP_PROXY`, `HTTPS_PROXY` and `NO_PROXY` environment variables. Default
+    /// false (Prometheus's): without it the environment's proxy is not used.
+    #[serde(default)]
+    pub proxy_from_environment: bool,
+}
+
+impl ScrapeConfig {
+    /// The job's proxy, from `proxy_url`, `no_proxy` and `proxy_from_environment`.
+    pub fn proxy(&self) -> crate::client::Proxy {
+        match (&self.proxy_url, self.proxy_from_environment) {
+            (Some(url), _) => crate::client::Proxy::Url {
+                url: url.clone(),
+                no_proxy: self.no_proxy.clone(),
+            },
+            (None, true) => crate::client::Proxy::FromEnvironment,
+            (None, false) => crate::client::Proxy::None,
+        }
+    }
 }
 
 /// `body_size_limit` when the job does not set one: 16 MiB, vmagent's default
@@ -334,6 +360,30 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
                 if let Err(message) = crate::client::http_client(Some(tls)) {
                     problems.push(at("tls_config"), format!("tls_config: {message}"));
                 }
+            }
+        }
+        if scrape.proxy_url.is_some() && scrape.proxy_from_environment {
+            problems.push(
+                at("proxy_from_environment"),
+                "proxy_url and proxy_from_environment are both set: choose one",
+            );
+        }
+        if scrape.no_proxy.is_some() && scrape.proxy_url.is_none() {
+            problems.push(at("no_proxy"), "has no effect without proxy_url");
+        }
+        if let Some(url) = &scrape.proxy_url {
+            let scheme_ok = url::Url::parse(url)
+                .is_ok_and(|parsed| matches!(parsed.scheme(), "http" | "https" | "socks5" | "socks5h"));
+            if !scheme_ok {
+                problems.push(
+                    at("proxy_url"),
+                    format!(
+                        "'{}' is not an http://, https:// or socks5:// URL",
+                        epicenter_config::redacted_url(url)
+                    ),
+                );
+            } else if let Err(message) = crate::client::http_client_with_proxy(None, &scrape.proxy()) {
+                problems.push(at("proxy_url"), message);
             }
         }
         let interval = scrape.scrape_interval.unwrap_or(global.scrape_interval);
@@ -588,10 +638,7 @@ const PROMETHEUS_DISCOVERIES: [&str; 26] = [
 
 /// Prometheus scrape settings epicenter does not act on yet, with why refusing them is safer
 /// than ignoring them.
-const PROMETHEUS_SCRAPE_SETTINGS: [(&str, &str); 12] = [
-    ("proxy_url", "scraping around the proxy would reach other hosts or none"),
-    ("no_proxy", "it belongs with proxy_url"),
-    ("proxy_from_environment", "it belongs with proxy_url"),
+const PROMETHEUS_SCRAPE_SETTINGS: [(&str, &str); 9] = [
     ("proxy_connect_header", "it belongs with proxy_url"),
     ("http_headers", "targets may need these headers"),
     (

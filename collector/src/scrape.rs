@@ -165,6 +165,17 @@ impl Scraper {
         Ok(Scraper { client })
     }
 
+    /// The scraper of a job: its `tls_config` ([`Scraper::with_tls`]) and its proxy
+    /// (`proxy_url`, `no_proxy`, `proxy_from_environment`).
+    ///
+    /// # Errors
+    /// [`ScrapeError::Tls`] naming the file or the proxy URL that cannot be used.
+    pub fn for_job(config: &crate::config::ScrapeConfig) -> Result<Scraper, ScrapeError> {
+        let client = crate::client::http_client_with_proxy(config.tls_config.as_ref(), &config.proxy())
+            .map_err(ScrapeError::Tls)?;
+        Ok(Scraper { client })
+    }
+
     /// Scrapes `target` once.
     pub async fn scrape(
         &self,
