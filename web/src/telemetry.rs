@@ -192,12 +192,17 @@ impl TargetCollector {
     }
 }
 
-/// A gauge family with one metric per `(labels, value)`.
-fn gauge_family(name: &str, help: &str, metrics: Vec<(Vec<(&str, String)>, f64)>) -> MetricFamily {
+/// A gauge or counter family with one metric per `(labels, value)`.
+fn family(
+    name: &str,
+    help: &str,
+    kind: prometheus::proto::MetricType,
+    metrics: Vec<(Vec<(&str, String)>, f64)>,
+) -> MetricFamily {
     let mut family = MetricFamily::default();
     family.set_name(name.to_string());
     family.set_help(help.to_string());
-    family.set_field_type(prometheus::proto::MetricType::GAUGE);
+    family.set_field_type(kind);
     for (labels, value) in metrics {
         let mut metric = prometheus::proto::Metric::default();
         metric.set_label(
@@ -211,12 +216,22 @@ fn gauge_family(name: &str, help: &str, metrics: Vec<(Vec<(&str, String)>, f64)>
                 })
                 .collect(),
         );
-        let mut gauge = prometheus::proto::Gauge::default();
-        gauge.set_value(value);
-        metric.set_gauge(gauge);
+        if kind == prometheus::proto::MetricType::COUNTER {
+            let mut counter = prometheus::proto::Counter::default();
+            counter.set_value(value);
+            metric.set_counter(counter);
+        } else {
+            let mut gauge = prometheus::proto::Gauge::default();
+            gauge.set_value(value);
+            metric.set_gauge(gauge);
+        }
         family.mut_metric().push(metric);
     }
     family
+}
+
+fn gauge_family(name: &str, help: &str, metrics: Vec<(Vec<(&str, String)>, f64)>) -> MetricFamily {
+    family(name, help, prometheus::proto::MetricType::GAUGE, metrics)
 }
 
 impl Collector for TargetCollector {
@@ -288,24 +303,14 @@ impl WriterCollector {
 }
 
 fn counter_family(name: &str, help: &str, values: &[(Option<(&str, &str)>, u64)]) -> MetricFamily {
-    let mut family = MetricFamily::default();
-    family.set_name(name.to_string());
-    family.set_help(help.to_string());
-    family.set_field_type(prometheus::proto::MetricType::COUNTER);
-    for (label, value) in values {
-        let mut metric = prometheus::proto::Metric::default();
-        if let Some((label_name, label_value)) = label {
-            let mut pair = prometheus::proto::LabelPair::default();
-            pair.set_name(label_name.to_string());
-            pair.set_value(label_value.to_string());
-            metric.set_label(vec![pair]);
-        }
-        let mut counter = prometheus::proto::Counter::default();
-        counter.set_value(*value as f64);
-        metric.set_counter(counter);
-        family.mut_metric().push(metric);
-    }
-    family
+    let metrics = values
+        .iter()
+        .map(|(label, value)| {
+            let labels = label.iter().map(|(name, value)| (*name, value.to_string())).collect();
+            (labels, *value as f64)
+        })
+        .collect();
+    family(name, help, prometheus::proto::MetricType::COUNTER, metrics)
 }
 
 impl Collector for WriterCollector {
