@@ -87,6 +87,14 @@ pub fn http_client_with_proxy(tls: Option<&TlsConfig>, proxy: &Proxy) -> Result<
         if tls.insecure_skip_verify {
             builder = builder.danger_accept_invalid_certs(true);
         }
+        builder = match tls.allowed_versions() {
+            (true, true) => builder,
+            (true, false) => builder.max_tls_version(reqwest::tls::Version::TLS_1_2),
+            (false, true) => builder.min_tls_version(reqwest::tls::Version::TLS_1_3),
+            (false, false) => {
+                return Err("min_version and max_version leave no TLS version (rustls speaks 1.2 and 1.3)".to_string())
+            }
+        };
     }
     builder.build().map_err(|error| describe_request_error(&error))
 }

@@ -682,14 +682,9 @@ pub fn unsupported_prometheus_key(path: &str) -> Option<String> {
             ));
         }
     }
-    if parent.ends_with(".tls_config")
-        && matches!(
-            key,
-            "server_name" | "min_version" | "max_version" | "ca" | "cert" | "key"
-        )
-    {
+    if parent.ends_with(".tls_config") && matches!(key, "server_name" | "ca" | "cert" | "key") {
         return Some(
-            "a Prometheus tls_config setting epicenter does not support yet (it has ca_file, cert_file, key_file, insecure_skip_verify)"
+            "a Prometheus tls_config setting epicenter does not support yet (it has ca_file, cert_file, key_file, insecure_skip_verify, min_version, max_version)"
                 .to_string(),
         );
     }

@@ -89,6 +89,11 @@ fn certificates(dir: &Path) {
 /// Python's http.server over TLS serving `dir`; with `require_client_cert` it asks for a
 /// certificate signed by the test CA.
 fn https_server(dir: &Path, require_client_cert: bool) -> (Child, String) {
+    https_server_with(dir, require_client_cert, "any")
+}
+
+/// [`https_server`] speaking only TLS `version` (`1.2` or `1.3`), or `any`.
+fn https_server_with(dir: &Path, require_client_cert: bool, version: &str) -> (Child, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -100,12 +105,15 @@ fn https_server(dir: &Path, require_client_cert: bool) -> (Child, String) {
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
         context.load_cert_chain(sys.argv[2] + '/server.pem', sys.argv[2] + '/server.key')\n\
         if sys.argv[3] == 'yes':\n    context.verify_mode = ssl.CERT_REQUIRED\n    context.load_verify_locations(sys.argv[2] + '/ca.pem')\n\
+        if sys.argv[4] == '1.2':\n    context.maximum_version = ssl.TLSVersion.TLSv1_2\n\
+        if sys.argv[4] == '1.3':\n    context.minimum_version = ssl.TLSVersion.TLSv1_3\n\
         server.socket = context.wrap_socket(server.socket, server_side=True)\n\
         server.serve_forever()\n";
     let child = Command::new("python3")
         .args(["-c", program, &port.to_string()])
         .arg(dir)
         .arg(if require_client_cert { "yes" } else { "no" })
+        .arg(version)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -205,6 +213,55 @@ async fn https_targets_are_verified_against_the_configured_ca() {
 /// The self-signed certificate `openssl req -x509` makes is a CA certificate; rustls refuses
 /// it as a server's own even when it is the ca_file, and the error says so in plain words.
 /// A plain-http server behind `scheme: https` is named as such.
+/// Issue 16: `min_version` and `max_version` (Prometheus's names) bound the TLS versions
+/// offered: a server speaking only TLS 1.2 is refused under `min_version: TLS13`, one
+/// speaking only 1.3 under `max_version: TLS12`, and both are scraped within the bounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_version_and_max_version_bound_the_tls_versions() {
+    let dir = std::env::temp_dir().join(format!("epicenter-tls-versions-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("metrics"), BODY).unwrap();
+    certificates(&dir);
+    let (old, old_address) = https_server_with(&dir, false, "1.2");
+    let (new, new_address) = https_server_with(&dir, false, "1.3");
+    let _servers = Servers(vec![old, new], dir.clone());
+    let ca = format!("ca_file: '{}'", dir.join("ca.pem").display());
+    let tls = |versions: &str| format!("    tls_config: {{{ca}{versions}}}\n");
+    let cases = [
+        (&old_address, "", true),
+        (&old_address, ", min_version: TLS13", false),
+        (&old_address, ", max_version: TLS12", true),
+        (&new_address, "", true),
+        (&new_address, ", max_version: TLS12", false),
+        (&new_address, ", min_version: TLS13", true),
+    ];
+    for (address, versions, up) in cases {
+        let outcome = scrape(&job(address, &tls(versions))).await;
+        assert_eq!(
+            outcome.report.up, up,
+            "{address} {versions}: {:?}",
+            outcome.report.error
+        );
+    }
+    // TLS 1.0 and 1.1 are refused, and so is a minimum above the maximum.
+    for (versions, message) in [
+        (", min_version: TLS10", "TLS 1.0 and 1.1 are not offered"),
+        (", min_version: TLS13, max_version: TLS12", "newer than max_version"),
+    ] {
+        let yaml = format!(
+            "scrape_configs:\n  - job_name: secure\n    scheme: https\n    static_configs: [{{targets: ['{old_address}']}}]\n{}",
+            tls(versions)
+        );
+        let errors = jobs_from_yaml(&yaml).unwrap_err();
+        assert!(
+            errors.iter().any(
+                |error| error.path == "scrape_configs[0].tls_config.min_version" && error.message.contains(message)
+            ),
+            "{versions}: {errors:?}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn common_tls_mistakes_are_explained() {
     let dir = std::env::temp_dir().join(format!("epicenter-tls-self-{}", std::process::id()));

@@ -23,7 +23,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize as _;
 
 pub use redact::{redacted_url, split_userinfo, MASK};
-pub use tls::{ServerTlsConfig, TlsConfig};
+pub use tls::{ServerTlsConfig, TlsConfig, TlsVersion};
 pub use units::{parse_duration, parse_size, ByteSize, PromDuration};
 
 /// `error` and its causes, outermost first, joined by `: `, each cause left out when the

@@ -31,9 +31,38 @@ pub struct TlsConfig {
     /// change the traffic).
     #[serde(default)]
     pub insecure_skip_verify: bool,
+    /// Oldest TLS version accepted (Prometheus `min_version`: `TLS10` … `TLS13`). rustls
+    /// speaks TLS 1.2 and 1.3 only, so `TLS10` and `TLS11` are refused. Default TLS 1.2.
+    #[serde(default)]
+    pub min_version: Option<TlsVersion>,
+    /// Newest TLS version offered (Prometheus `max_version`). Default TLS 1.3.
+    #[serde(default)]
+    pub max_version: Option<TlsVersion>,
+}
+
+/// A TLS protocol version as Prometheus's configuration spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+pub enum TlsVersion {
+    /// TLS 1.0 (refused: rustls does not speak it).
+    TLS10,
+    /// TLS 1.1 (refused: rustls does not speak it).
+    TLS11,
+    /// TLS 1.2.
+    TLS12,
+    /// TLS 1.3.
+    TLS13,
 }
 
 impl TlsConfig {
+    /// The TLS versions `min_version` and `max_version` allow among the two rustls speaks,
+    /// oldest first: `(allows 1.2, allows 1.3)`.
+    pub fn allowed_versions(&self) -> (bool, bool) {
+        let min = self.min_version.unwrap_or(TlsVersion::TLS12);
+        let max = self.max_version.unwrap_or(TlsVersion::TLS13);
+        let allows = |version: TlsVersion| min <= version && version <= max;
+        (allows(TlsVersion::TLS12), allows(TlsVersion::TLS13))
+    }
+
     /// Records problems with the files under key path `prefix` (e.g.
     /// `scrape_configs[0].tls_config`): a file that cannot be read, a certificate without its
     /// key. Returns whether it found none. Reads file metadata only.
@@ -52,6 +81,24 @@ impl TlsConfig {
                     );
                     clean = false;
                 }
+            }
+        }
+        for (key, version) in [("min_version", self.min_version), ("max_version", self.max_version)] {
+            if matches!(version, Some(TlsVersion::TLS10 | TlsVersion::TLS11)) {
+                problems.push(
+                    format!("{prefix}.{key}"),
+                    "TLS 1.0 and 1.1 are not offered (epicenter's TLS library, rustls, speaks TLS 1.2 and 1.3)",
+                );
+                clean = false;
+            }
+        }
+        if let (Some(min), Some(max)) = (self.min_version, self.max_version) {
+            if min > max {
+                problems.push(
+                    format!("{prefix}.min_version"),
+                    format!("{min:?} is newer than max_version {max:?}"),
+                );
+                clean = false;
             }
         }
         if self.cert_file.is_some() != self.key_file.is_some() {
@@ -135,8 +182,16 @@ impl TlsConfig {
     /// '/etc/ca.pem': no PEM certificate in it`), or a certificate that does not match its
     /// key. Reads the PEM files and the system's roots: call at start-up.
     pub fn client_config(&self) -> Result<rustls::ClientConfig, String> {
+        let versions: Vec<&'static rustls::SupportedProtocolVersion> = match self.allowed_versions() {
+            (true, true) => vec![&rustls::version::TLS12, &rustls::version::TLS13],
+            (true, false) => vec![&rustls::version::TLS12],
+            (false, true) => vec![&rustls::version::TLS13],
+            (false, false) => {
+                return Err("min_version and max_version leave no TLS version (rustls speaks 1.2 and 1.3)".to_string())
+            }
+        };
         let builder = rustls::ClientConfig::builder_with_provider(provider())
-            .with_safe_default_protocol_versions()
+            .with_protocol_versions(&versions)
             .map_err(|error| format!("TLS: {error}"))?;
         let builder = if self.insecure_skip_verify {
             builder

@@ -247,6 +247,8 @@ async fn the_clickhouse_sink_writes_and_reads_over_https_with_a_client_certifica
         cert_file: Some(pki.file("client.pem")),
         key_file: Some(pki.file("client.key")),
         insecure_skip_verify: false,
+        min_version: None,
+        max_version: None,
     };
     let store = sink(full.clone());
     store.migrate(Duration::from_secs(86_400)).await.unwrap();
