@@ -77,6 +77,9 @@ pub struct OAuth2 {
     pub endpoint_params: std::collections::BTreeMap<String, String>,
 }
 
+/// Largest secret file read (a token or password; a JWT is a few KiB).
+pub const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
+
 /// How long before its expiry a token is asked for again.
 pub const TOKEN_EARLY_REFRESH: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -159,6 +162,18 @@ impl SecretValue {
         };
         let unreadable = |error: std::io::Error| format!("{key}: cannot read {}: {error}", path.display());
         let metadata = std::fs::metadata(path).map_err(unreadable)?;
+        // Only a regular file of a sensible size: /dev/zero, a FIFO or a log file named by
+        // mistake must not block a scrape or take the memory.
+        if !metadata.is_file() {
+            return Err(format!("{key}: {} is not a regular file", path.display()));
+        }
+        if metadata.len() > MAX_SECRET_FILE_BYTES {
+            return Err(format!(
+                "{key}: {} holds {} bytes; a secret file holds at most {MAX_SECRET_FILE_BYTES}",
+                path.display(),
+                metadata.len()
+            ));
+        }
         let stamp = (metadata.modified().map_err(unreadable)?, metadata.len());
         let mut last = last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some((modified, length, secret)) = last.as_ref() {
@@ -166,7 +181,12 @@ impl SecretValue {
                 return Ok(secret.clone());
             }
         }
-        let text = std::fs::read_to_string(path).map_err(unreadable)?;
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut std::io::Read::take(std::fs::File::open(path).map_err(unreadable)?, MAX_SECRET_FILE_BYTES),
+            &mut text,
+        )
+        .map_err(unreadable)?;
         let secret = Secret::new(text.trim().to_string());
         *last = Some((stamp.0, stamp.1, secret.clone()));
         Ok(secret)
@@ -211,7 +231,15 @@ impl ScrapeAuth {
                     None
                 }
                 (Some(secret), None) => Some(SecretValue::Inline(secret.clone())),
-                (None, Some(path)) => Some(SecretValue::file(at(file_key), path)),
+                (None, Some(path)) => {
+                    // Missing is allowed (a mounted secret may appear later); something that
+                    // is there but is not a regular file never works.
+                    if std::fs::metadata(path).is_ok_and(|metadata| !metadata.is_file()) {
+                        problems.push(at(file_key), format!("{} is not a regular file", path.display()));
+                        return None;
+                    }
+                    Some(SecretValue::file(at(file_key), path))
+                }
                 (None, None) => Some(SecretValue::Inline(Secret::new(String::new()))),
             };
         if let Some(basic) = settings.basic_auth {
@@ -282,9 +310,15 @@ impl ScrapeAuth {
         if let Some(token) = settings.bearer_token {
             return Some(bearer(SecretValue::Inline(token.clone())));
         }
-        settings
-            .bearer_token_file
-            .map(|path| bearer(SecretValue::file(at("bearer_token_file"), path)))
+        let path = settings.bearer_token_file?;
+        if std::fs::metadata(path).is_ok_and(|metadata| !metadata.is_file()) {
+            problems.push(
+                at("bearer_token_file"),
+                format!("{} is not a regular file", path.display()),
+            );
+            return None;
+        }
+        Some(bearer(SecretValue::file(at("bearer_token_file"), path)))
     }
 
     /// Adds the `Authorization` header (marked sensitive) to a request; for `oauth2`, asks

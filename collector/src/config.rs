@@ -667,8 +667,53 @@ const PROMETHEUS_SCRAPE_SETTINGS: [(&str, &str); 9] = [
 /// instead, to replace YAML's "unknown field" (which lists epicenter's keys, as if the
 /// user had misspelt one).
 pub fn unsupported_prometheus_key(path: &str) -> Option<String> {
+    // Keys of Prometheus versions after 2.42, at the top, in `global` and in a job.
+    const NEWER_TOP: [&str; 3] = ["scrape_config_files", "runtime", "otlp"];
+    const NEWER_GLOBAL: [&str; 13] = [
+        "body_size_limit",
+        "sample_limit",
+        "label_limit",
+        "label_name_length_limit",
+        "label_value_length_limit",
+        "target_limit",
+        "keep_dropped_targets",
+        "scrape_protocols",
+        "rule_query_offset",
+        "metric_name_validation_scheme",
+        "scrape_failure_log_file",
+        "always_scrape_classic_histograms",
+        "convert_classic_histograms_to_nhcb",
+    ];
+    const NEWER_JOB: [&str; 9] = [
+        "enable_compression",
+        "track_timestamps_staleness",
+        "fallback_scrape_protocol",
+        "scrape_native_histograms",
+        "convert_classic_histograms_to_nhcb",
+        "always_scrape_classic_histograms",
+        "metric_name_validation_scheme",
+        "metric_name_escaping_scheme",
+        "scrape_failure_log_file",
+    ];
+    if NEWER_TOP.contains(&path) {
+        return Some(
+            "a setting of Prometheus versions after 2.42 that epicenter does not support yet (scrape_config_files: put the jobs in scrape_configs)"
+                .to_string(),
+        );
+    }
     let (parent, key) = path.rsplit_once('.')?;
+    if parent == "global" && NEWER_GLOBAL.contains(&key) {
+        return Some(
+            "a global setting of Prometheus versions after 2.42 that epicenter does not support yet; set it on each job where epicenter has it (body_size_limit, sample_limit, label_limit, label_name_length_limit, label_value_length_limit)"
+                .to_string(),
+        );
+    }
     let in_job = parent.starts_with("scrape_configs[") && !parent.contains('.');
+    if in_job && NEWER_JOB.contains(&key) {
+        return Some(
+            "a scrape setting of Prometheus versions after 2.42 that epicenter does not support yet".to_string(),
+        );
+    }
     if in_job && PROMETHEUS_DISCOVERIES.contains(&key) {
         return Some(
             "Prometheus service discovery that epicenter does not support yet; list the targets in static_configs, in files read by file_sd_configs, or behind an http_sd_configs endpoint (which a discovery tool can write or serve)"
@@ -736,6 +781,29 @@ pub fn check_target(target: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prometheus_keys_not_built_yet_are_named_as_such_and_typos_are_not() {
+        for (path, words) in [
+            ("scrape_configs[3].kubernetes_sd_configs", "service discovery"),
+            ("scrape_configs[0].tls_config.server_name", "tls_config setting"),
+            ("scrape_configs[1].enable_compression", "after 2.42"),
+            ("global.target_limit", "after 2.42"),
+            ("scrape_config_files", "after 2.42"),
+            ("scrape_configs[0].http_headers", "does not ignore"),
+        ] {
+            let message = unsupported_prometheus_key(path).unwrap_or_else(|| panic!("{path}"));
+            assert!(message.contains(words), "{path}: {message}");
+        }
+        for typo in [
+            "scrape_configs[0].scrape_intervall",
+            "global.evaluation_intervl",
+            "scrape_configs[0].static_configs[0].kubernetes_sd_configs",
+            "kubernetes_sd_configs",
+        ] {
+            assert_eq!(unsupported_prometheus_key(typo), None, "{typo}");
+        }
+    }
 
     #[test]
     fn the_default_timeout_is_capped_at_a_short_global_interval() {

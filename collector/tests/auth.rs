@@ -203,6 +203,17 @@ fn two_mechanisms_or_a_secret_twice_are_refused_naming_the_keys() {
             "scrape_configs[0].authorization.type",
             "basic_auth",
         ),
+        // Something that never ends or never opens is not a secret file.
+        (
+            "    bearer_token_file: /dev/zero\n",
+            "scrape_configs[0].bearer_token_file",
+            "/dev/zero is not a regular file",
+        ),
+        (
+            "    basic_auth: {username: u, password_file: /tmp}\n",
+            "scrape_configs[0].basic_auth.password_file",
+            "/tmp is not a regular file",
+        ),
     ];
     for (auth, path, message) in cases {
         let yaml =
@@ -328,4 +339,28 @@ async fn oauth2_client_credentials_get_a_token_keep_it_until_it_expires_and_fail
         "{error}"
     );
     assert!(!error.contains("not-the-secret"), "{error}");
+}
+
+/// A secret file that turns into something else after the check (a device, a huge file)
+/// fails that scrape quickly and names the file; nothing is read past 64 KiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_file_that_is_not_a_small_regular_file_fails_the_scrape_not_the_process() {
+    let accepted = Arc::new(Mutex::new("Bearer small".to_string()));
+    let address = server(accepted).await;
+    let file = std::env::temp_dir().join(format!("epicenter-huge-token-{}", std::process::id()));
+    std::fs::write(&file, "small").unwrap();
+    let job = job(&address, &format!("    bearer_token_file: '{}'\n", file.display()));
+    assert!(scrape(&job).await.report.up);
+    std::fs::write(&file, "x".repeat(100 * 1024)).unwrap();
+    let started = std::time::Instant::now();
+    let huge = scrape(&job).await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    let error = huge.report.error.unwrap();
+    assert!(error.contains("holds 102400 bytes"), "{error}");
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &file).unwrap();
+    let device = scrape(&job).await;
+    let error = device.report.error.unwrap();
+    assert!(error.contains("is not a regular file"), "{error}");
+    std::fs::remove_file(&file).unwrap();
 }

@@ -116,6 +116,10 @@ pub fn from_yaml<T: DeserializeOwned + Default>(text: &str) -> Result<T, ConfigE
             Some((reason, _)) if location.is_some() => reason.to_string(),
             _ => message,
         };
+        // A value of the wrong type is quoted by serde ("invalid type: string \"user:pass\",
+        // expected struct BasicAuth"): it may be a secret written where a section belongs,
+        // so its text is never repeated.
+        let message = redact_quoted_value(&message);
         // ...and may start with the enclosing path, which we print ourselves.
         let message = match message.split_once(": ") {
             Some((prefix, reason)) if !prefix.is_empty() && path.starts_with(prefix) => reason.to_string(),
@@ -127,6 +131,20 @@ pub fn from_yaml<T: DeserializeOwned + Default>(text: &str) -> Result<T, ConfigE
             message,
         }
     })
+}
+
+/// `invalid type: string "…"` / `invalid value: string "…"` with the quoted text replaced
+/// by `"xxxxx"` (a secret written where a section belongs must not be echoed).
+fn redact_quoted_value(message: &str) -> String {
+    for marker in ["invalid type: string \"", "invalid value: string \""] {
+        if let Some(start) = message.find(marker) {
+            let open = start + marker.len();
+            if let Some(length) = message[open..].rfind("\", expected") {
+                return format!("{}xxxxx{}", &message[..open], &message[open + length..]);
+            }
+        }
+    }
+    message.to_string()
 }
 
 /// Like [`from_yaml`], but an unknown key does not stop the reading: every unknown key is
@@ -156,11 +174,20 @@ pub fn from_yaml_all<T: DeserializeOwned + Default>(text: &str) -> Result<T, Vec
         }
         let blanked = error
             .location
-            .and_then(|(line, column)| blank_key(&current, line, column));
+            .and_then(|(line, column)| blank_key(&current, line, column))
+            .filter(|text| *text != *current);
         errors.push(error);
         match blanked {
             Some(text) if errors.len() < MAX_UNKNOWN_KEYS => current = std::borrow::Cow::Owned(text),
-            _ => return Err(errors),
+            Some(_) => {
+                errors.push(ConfigError {
+                    path: String::new(),
+                    location: None,
+                    message: format!("more unknown keys may follow: only the first {MAX_UNKNOWN_KEYS} are listed"),
+                });
+                return Err(errors);
+            }
+            None => return Err(errors),
         }
     }
 }
@@ -452,6 +479,36 @@ mod tests {
         let errors = from_yaml_all::<Document>("section:\n  name: [1]\n  typo: 2\n").unwrap_err();
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert_eq!(errors[0].path, "section.name");
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_not_repeated_in_the_error() {
+        // A secret written where a section belongs (`basic_auth: "user:pass"`).
+        let error = from_yaml_all::<Document>("section:\n  items: \"user:s3cret\"\n").unwrap_err();
+        assert_eq!(error[0].path, "section.items");
+        assert!(
+            error[0].message.starts_with("invalid type: string \"xxxxx\", expected"),
+            "{}",
+            error[0].message
+        );
+        assert!(!error[0].message.contains("s3cret"));
+    }
+
+    #[test]
+    fn past_the_limit_of_unknown_keys_the_list_says_it_is_cut() {
+        let text: String = (0..150).map(|index| format!("k{index}: 1\n")).collect();
+        let errors = from_yaml_all::<Document>(&text).unwrap_err();
+        assert_eq!(errors.len(), MAX_UNKNOWN_KEYS + 1);
+        assert_eq!(errors[99].path, "k99");
+        assert!(
+            errors[100].message.contains("only the first 100"),
+            "{}",
+            errors[100].message
+        );
+        // An explicit `? key` in a flow mapping, which blanking cannot remove: the unknown
+        // key is reported once, not a hundred times.
+        let errors = from_yaml_all::<Document>("section: {name: a, ? c : 2, x: 3}\n").unwrap_err();
+        assert!(errors.len() <= 3, "{errors:?}");
     }
 
     #[test]
