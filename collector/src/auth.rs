@@ -222,7 +222,7 @@ impl ScrapeAuth {
             return None;
         }
         let mut either =
-            |inline: Option<&Secret>, file: Option<&PathBuf>, inline_key: &str, file_key: &str| match (inline, file) {
+            |inline: Option<&Secret>, file: Option<&Path>, inline_key: &str, file_key: &str| match (inline, file) {
                 (Some(_), Some(_)) => {
                     problems.push(
                         at(file_key),
@@ -245,7 +245,7 @@ impl ScrapeAuth {
         if let Some(basic) = settings.basic_auth {
             let password = either(
                 basic.password.as_ref(),
-                basic.password_file.as_ref(),
+                basic.password_file.as_deref(),
                 "basic_auth.password",
                 "basic_auth.password_file",
             )?;
@@ -270,7 +270,7 @@ impl ScrapeAuth {
             }
             let secret = either(
                 oauth2.client_secret.as_ref(),
-                oauth2.client_secret_file.as_ref(),
+                oauth2.client_secret_file.as_deref(),
                 "oauth2.client_secret",
                 "oauth2.client_secret_file",
             )?;
@@ -294,7 +294,7 @@ impl ScrapeAuth {
             }
             let credentials = either(
                 authorization.credentials.as_ref(),
-                authorization.credentials_file.as_ref(),
+                authorization.credentials_file.as_deref(),
                 "authorization.credentials",
                 "authorization.credentials_file",
             )?;
@@ -303,22 +303,21 @@ impl ScrapeAuth {
                 credentials,
             });
         }
-        let bearer = |credentials| ScrapeAuth::Header {
-            scheme: "Bearer".to_string(),
-            credentials,
-        };
-        if let Some(token) = settings.bearer_token {
-            return Some(bearer(SecretValue::Inline(token.clone())));
-        }
-        let path = settings.bearer_token_file?;
-        if std::fs::metadata(path).is_ok_and(|metadata| !metadata.is_file()) {
-            problems.push(
-                at("bearer_token_file"),
-                format!("{} is not a regular file", path.display()),
-            );
+        if settings.bearer_token.is_none() && settings.bearer_token_file.is_none() {
             return None;
         }
-        Some(bearer(SecretValue::file(at("bearer_token_file"), path)))
+        // At most one of the two is set (checked above): the older spelling of
+        // `authorization` with type Bearer.
+        let credentials = either(
+            settings.bearer_token,
+            settings.bearer_token_file,
+            "bearer_token",
+            "bearer_token_file",
+        )?;
+        Some(ScrapeAuth::Header {
+            scheme: "Bearer".to_string(),
+            credentials,
+        })
     }
 
     /// Adds the `Authorization` header (marked sensitive) to a request; for `oauth2`, asks
