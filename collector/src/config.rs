@@ -76,7 +76,9 @@ fn default_scrape_timeout() -> PromDuration {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScrapeConfig {
-    /// The `job` label of every target of this job; unique across jobs.
+    /// The `job` label of every target of this job; unique across jobs; required (a missing
+    /// one is reported with the job's other problems, not alone).
+    #[serde(default)]
     pub job_name: String,
     /// Overrides `global.scrape_interval`.
     #[serde(default)]
@@ -108,6 +110,10 @@ pub struct ScrapeConfig {
     /// Targets from HTTP endpoints (Prometheus's HTTP SD), fetched every `refresh_interval`.
     #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
     pub http_sd_configs: Vec<HttpSdConfig>,
+    /// Targets from DNS SRV, A, AAAA or MX records, looked up every `refresh_interval`
+    /// ([`crate::dns_sd`]).
+    #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
+    pub dns_sd_configs: Vec<crate::dns_sd::DnsSdConfig>,
     /// Relabeling of targets before scraping.
     #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
     pub relabel_configs: Vec<RelabelConfig>,
@@ -309,6 +315,9 @@ pub struct Job {
     pub auth: Option<Arc<ScrapeAuth>>,
     /// Each `http_sd_configs` entry's client (its `tls_config`) and authentication, in order.
     pub http_sd: Vec<(reqwest::Client, Option<Arc<ScrapeAuth>>)>,
+    /// The DNS servers `dns_sd_configs` ask (from [`crate::dns_sd::DNS_SERVERS_ENV`]); empty
+    /// = those of `/etc/resolv.conf`.
+    pub dns_servers: Vec<std::net::SocketAddr>,
 }
 
 /// Checks `global` and `scrape_configs` (no network; TLS files are read) and resolves each
@@ -338,12 +347,22 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
         }
     }
 
+    // The DNS servers of dns_sd_configs, when the environment replaces the system's.
+    let dns_servers = match std::env::var(crate::dns_sd::DNS_SERVERS_ENV) {
+        Ok(text) if scrape_configs.iter().any(|job| !job.dns_sd_configs.is_empty()) => {
+            crate::dns_sd::parse_dns_servers(&text).unwrap_or_else(|message| {
+                problems.push(crate::dns_sd::DNS_SERVERS_ENV, message);
+                Vec::new()
+            })
+        }
+        _ => Vec::new(),
+    };
     let mut jobs = Vec::new();
     let mut job_names = BTreeSet::new();
     for (index, scrape) in scrape_configs.iter().enumerate() {
         let at = |key: &str| format!("scrape_configs[{index}].{key}");
         if scrape.job_name.is_empty() {
-            problems.push(at("job_name"), "must not be empty");
+            problems.push(at("job_name"), "is required and must not be empty");
         } else if !job_names.insert(scrape.job_name.clone()) {
             problems.push(
                 at("job_name"),
@@ -495,6 +514,13 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
                 Err(message) => problems.push(sd_at("tls_config"), message),
             }
         }
+        for (sd_index, sd) in scrape.dns_sd_configs.iter().enumerate() {
+            crate::dns_sd::problems(
+                sd,
+                &|key: &str| at(&format!("dns_sd_configs[{sd_index}].{key}")),
+                problems,
+            );
+        }
         let compile = |problems: &mut Problems, key: &str, configs: &[RelabelConfig]| -> Vec<Relabel> {
             configs
                 .iter()
@@ -535,6 +561,7 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
             metric_relabel,
             auth: auth.map(Arc::new),
             http_sd,
+            dns_servers: dns_servers.clone(),
         });
     }
     jobs
@@ -604,16 +631,15 @@ pub fn warnings(global: &GlobalConfig, scrape_configs: &[ScrapeConfig]) -> Vec<S
     warnings
 }
 
-/// Prometheus 2.42's service discoveries other than `static_configs`, `file_sd_configs` and
-/// `http_sd_configs`
+/// Prometheus 2.42's service discoveries other than `static_configs`, `file_sd_configs`,
+/// `http_sd_configs` and `dns_sd_configs`
 /// (its configuration reference, `<scrape_config>`).
-const PROMETHEUS_DISCOVERIES: [&str; 26] = [
+const PROMETHEUS_DISCOVERIES: [&str; 25] = [
     "azure_sd_configs",
     "consul_sd_configs",
     "digitalocean_sd_configs",
     "docker_sd_configs",
     "dockerswarm_sd_configs",
-    "dns_sd_configs",
     "ec2_sd_configs",
     "eureka_sd_configs",
     "gce_sd_configs",
@@ -716,7 +742,7 @@ pub fn unsupported_prometheus_key(path: &str) -> Option<String> {
     }
     if in_job && PROMETHEUS_DISCOVERIES.contains(&key) {
         return Some(
-            "Prometheus service discovery that epicenter does not support yet; list the targets in static_configs, in files read by file_sd_configs, or behind an http_sd_configs endpoint (which a discovery tool can write or serve)"
+            "Prometheus service discovery that epicenter does not support yet; list the targets in static_configs, in files read by file_sd_configs, behind an http_sd_configs endpoint (which a discovery tool can write or serve), or in DNS (dns_sd_configs)"
                 .to_string(),
         );
     }

@@ -1,5 +1,5 @@
-//! One scrape job at run time: its targets (static, and from `file_sd_configs` and
-//! `http_sd_configs` as they change) each scraped by its own task, the way Prometheus's scrape manager keeps one scrape
+//! One scrape job at run time: its targets (static, and from `file_sd_configs`,
+//! `http_sd_configs` and `dns_sd_configs` as they change) each scraped by its own task, the way Prometheus's scrape manager keeps one scrape
 //! pool per job and a loop per target.
 
 use std::collections::{HashMap, HashSet};
@@ -11,20 +11,24 @@ use tokio::sync::{mpsc, watch};
 
 use crate::config::{Job, StaticConfig};
 use crate::discovery::{fetch_http_targets, FileDiscovery};
+use crate::dns_sd;
 use crate::scrape::{run_target, ScrapeContext, Scraper};
 use crate::targets::{targets_for_groups, TargetRegistry};
 
 /// Longest wait for an HTTP SD answer (or the `refresh_interval`, if shorter).
 pub const HTTP_SD_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Longest wait for one DNS answer, per attempt (two attempts per name and refresh).
+pub const DNS_SD_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// How often file_sd files are checked for changes (at most; `refresh_interval` if shorter).
 pub const FILE_SD_POLL: Duration = Duration::from_secs(5);
 
-/// Runs one job: its static targets, and the targets of its `file_sd_configs` and
-/// `http_sd_configs`, started and stopped as the files and lists change (each in its own
+/// Runs one job: its static targets, and the targets of its `file_sd_configs`,
+/// `http_sd_configs` and `dns_sd_configs`, started and stopped as the files and lists change (each in its own
 /// [`run_target`] task, registered in `health` for `/api/v1/targets`), every outcome sent to
 /// `sender`. A target file that cannot be read, or a target list that cannot be fetched,
-/// keeps its previous targets (logged as a warning). Returns after `shutdown` turns true,
+/// or a DNS name that cannot be looked up, keeps its previous targets (logged as a warning). Returns after `shutdown` turns true,
 /// once every target task has ended.
 pub async fn run_job(
     job: Arc<Job>,
@@ -52,6 +56,23 @@ pub async fn run_job(
     let http_sd = &job.config.http_sd_configs;
     let mut http_groups: Vec<Vec<StaticConfig>> = vec![Vec::new(); http_sd.len()];
     let mut http_due: Vec<tokio::time::Instant> = vec![tokio::time::Instant::now(); http_sd.len()];
+    // Each dns_sd_configs entry's last good targets per name, and when it is next looked up.
+    let dns_sd = &job.config.dns_sd_configs;
+    let mut dns_groups: Vec<Vec<Vec<StaticConfig>>> =
+        dns_sd.iter().map(|sd| vec![Vec::new(); sd.names.len()]).collect();
+    let mut dns_due: Vec<tokio::time::Instant> = vec![tokio::time::Instant::now(); dns_sd.len()];
+    let resolver = if dns_sd.is_empty() {
+        None
+    } else {
+        match dns_sd::resolver(&job.dns_servers, DNS_SD_TIMEOUT) {
+            Ok(resolver) => Some(resolver),
+            Err(error) => {
+                tracing::error!(job = %job.config.job_name, %error, "dns_sd: no resolver; this job's DNS targets are not discovered");
+                dns_due.clear();
+                None
+            }
+        }
+    };
     let mut running: HashMap<u64, tokio::task::JoinHandle<()>> = HashMap::new();
     let mut first = true;
     loop {
@@ -100,6 +121,32 @@ pub async fn run_job(
                 }
             }
         }
+        if let Some(resolver) = &resolver {
+            for (index, sd) in dns_sd.iter().enumerate() {
+                if tokio::time::Instant::now() < dns_due[index] {
+                    continue;
+                }
+                dns_due[index] = tokio::time::Instant::now() + sd.refresh_interval.0;
+                // Every name at once: one slow name does not hold up the others.
+                let lookups = sd.names.iter().map(|name| dns_sd::lookup(resolver, sd, name));
+                let found = tokio::select! {
+                    found = futures_util::future::join_all(lookups) => found,
+                    _ = shutdown.changed() => break,
+                };
+                for (slot, result) in dns_groups[index].iter_mut().zip(found) {
+                    match result {
+                        Ok(groups) if groups != *slot => {
+                            *slot = groups;
+                            changed = true;
+                        }
+                        Ok(_) => {}
+                        Err(error) => {
+                            tracing::warn!(job = %job.config.job_name, %error, "dns_sd: keeping the name's previous targets");
+                        }
+                    }
+                }
+            }
+        }
         if *shutdown.borrow() {
             break;
         }
@@ -107,6 +154,7 @@ pub async fn run_job(
             let mut groups = job.config.static_configs.clone();
             groups.extend(discovered.iter().cloned());
             groups.extend(http_groups.iter().flatten().cloned());
+            groups.extend(dns_groups.iter().flatten().flatten().cloned());
             let (targets, dropped) = targets_for_groups(&job, &groups);
             tracing::info!(job = %job.config.job_name, targets = targets.len(), dropped, interval = ?job.interval, "targets");
             let current: HashSet<u64> = targets.iter().map(|target| target.identity).collect();
@@ -135,14 +183,18 @@ pub async fn run_job(
                 running.insert(identity, handle);
             }
         }
-        if discovery.is_none() && http_sd.is_empty() {
+        if discovery.is_none() && http_sd.is_empty() && dns_due.is_empty() {
             break;
         }
         let mut wake = tokio::time::Instant::now() + poll_every;
         if discovery.is_none() {
             wake = tokio::time::Instant::now() + Duration::from_secs(3600);
         }
-        let wake = http_due.iter().copied().fold(wake, tokio::time::Instant::min);
+        let wake = http_due
+            .iter()
+            .chain(&dns_due)
+            .copied()
+            .fold(wake, tokio::time::Instant::min);
         tokio::select! {
             _ = tokio::time::sleep_until(wake) => {}
             _ = shutdown.changed() => break,

@@ -1,4 +1,4 @@
-//! epicenter's collector: targets, file-based discovery, relabeling, scraping and the
+//! epicenter's collector: targets, discovery (files, HTTP, DNS), relabeling, scraping and the
 //! exposition parser, and the configuration of those (`global`, `scrape_configs`).
 //!
 //! **Enters:** the collector's configuration sections ([`config`]), target files
@@ -17,6 +17,7 @@ pub mod auth;
 pub mod client;
 pub mod config;
 pub mod discovery;
+pub mod dns_sd;
 pub mod exposition;
 pub mod job;
 pub mod relabel;
