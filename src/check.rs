@@ -1,21 +1,15 @@
 //! `epicenter check …`: validate a metrics body or a configuration file.
 
-use std::io::{BufWriter, Read, Write};
+mod metrics;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Subcommand, ValueEnum};
-use epicenter_collector::exposition::{parse, write_json, FormatChoice, ParseOptions, Validation};
+use clap::{Args, Subcommand};
 use epicenter_config::PromDuration;
 
 use crate::config::{Config, EXIT_CONFIG};
 use crate::style::count;
-
-/// Warnings printed on stderr before the rest are summarised in one line.
-const MAX_WARNINGS_SHOWN: usize = 20;
-
-/// Exit status when the input cannot be read (usage errors exit 2, as clap does).
-const EXIT_UNREADABLE: u8 = 3;
 
 /// What `epicenter check` can validate.
 #[derive(Subcommand, Debug)]
@@ -29,15 +23,24 @@ pub(crate) enum CheckCommand {
     /// OpenMetrics 1.0 rules; text 0.0.4 is held to what promtool's parser (expfmt) checks.
     /// The full list is in docs/exposition.md.
     ///
+    /// --lint adds the naming and best-practice checks of `promtool check metrics`
+    /// (Prometheus 2.42's promlint), with promtool's messages, one finding a line on stdout:
+    ///   body.txt:12: job_latency_milliseconds: use base unit "seconds" instead of "milliseconds"
+    /// An OpenMetrics body is linted by the names its samples carry (a counter `x` as
+    /// `x_total`), where promtool cannot read it or reads it wrongly.
+    ///
     /// Exit status: 0 accepted (warnings go to stderr), 1 rejected (the error, as
-    /// FILE:LINE:COLUMN: reason, goes to stderr), 2 bad arguments, 3 the input cannot be read.
+    /// FILE:LINE:COLUMN: reason, goes to stderr), 2 bad arguments, 3 the input cannot be read,
+    /// 4 accepted with lint findings (--lint).
     ///
     /// Examples:
     ///   curl -s http://127.0.0.1:9121/metrics | epicenter check metrics
     ///   epicenter check metrics --format openmetrics --strict body.txt
     ///   epicenter check metrics --json body.txt | jq '.families[].name'
+    ///   epicenter check metrics --lint body.txt
+    ///   epicenter check metrics --lint --json body.txt | jq -r '.lint[] | "\(.metric) \(.message)"'
     #[command(verbatim_doc_comment)]
-    Metrics(MetricsArgs),
+    Metrics(metrics::MetricsArgs),
 
     /// Check an epicenter configuration file without starting anything.
     ///
@@ -66,43 +69,10 @@ pub(crate) struct ConfigArgs {
     config: Option<PathBuf>,
 }
 
-/// Arguments of `epicenter check metrics`.
-#[derive(Args, Debug)]
-pub(crate) struct MetricsArgs {
-    /// File holding the body; `-` or nothing reads standard input.
-    #[arg(value_name = "FILE|-")]
-    file: Option<PathBuf>,
-
-    /// Format to read the body as. `auto` picks OpenMetrics when the last line is `# EOF` and
-    /// text 0.0.4 otherwise; it reads a text body with `# EOF` appended as text, and an
-    /// OpenMetrics snippet without `# EOF` that carries exemplars as OpenMetrics (both with a
-    /// warning).
-    #[arg(long, value_enum, default_value_t = FormatArg::Auto)]
-    format: FormatArg,
-
-    /// Reject every violation of the format's specification, including those Prometheus's
-    /// scraper tolerates, which are otherwise reported as warnings.
-    #[arg(long)]
-    strict: bool,
-
-    /// Print the parsed families as JSON on stdout (name, type, unit, help, samples with
-    /// labels, value, timestamp in seconds, exemplar; then the first 1,000 warnings).
-    /// Non-finite values are the strings "NaN", "+Inf" and "-Inf".
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum FormatArg {
-    Auto,
-    Text,
-    Openmetrics,
-}
-
 /// Runs a `check` subcommand and returns the process exit code.
 pub(crate) fn run(command: CheckCommand) -> ExitCode {
     match command {
-        CheckCommand::Metrics(args) => check_metrics(args),
+        CheckCommand::Metrics(args) => metrics::check_metrics(args),
         CheckCommand::Config(args) => check_config(&args),
     }
 }
@@ -206,89 +176,4 @@ fn check_config(args: &ConfigArgs) -> ExitCode {
         );
     }
     ExitCode::SUCCESS
-}
-
-fn check_metrics(args: MetricsArgs) -> ExitCode {
-    let (source, body) = match read_body(args.file.as_ref()) {
-        Ok(read) => read,
-        Err(message) => {
-            eprintln!("error: {message}");
-            return ExitCode::from(EXIT_UNREADABLE);
-        }
-    };
-    let options = ParseOptions {
-        format: match args.format {
-            FormatArg::Auto => FormatChoice::Auto,
-            FormatArg::Text => FormatChoice::Text,
-            FormatArg::Openmetrics => FormatChoice::OpenMetrics,
-        },
-        validation: if args.strict {
-            Validation::Strict
-        } else {
-            Validation::Prometheus
-        },
-    };
-    let mut exposition = match parse(&body, options) {
-        Ok(exposition) => exposition,
-        Err(error) => {
-            eprintln!("error: {source}:{error}");
-            return ExitCode::from(1);
-        }
-    };
-    if let Err(error) = exposition.check_duplicates(options.validation) {
-        eprintln!("error: {source}:{error}");
-        return ExitCode::from(1);
-    }
-    if body.iter().all(u8::is_ascii_whitespace) {
-        eprintln!("warning: {source}: body is empty: no families (is the exporter answering?)");
-    }
-    for warning in exposition.warnings.iter().take(MAX_WARNINGS_SHOWN) {
-        eprintln!("warning: {source}:{warning}");
-    }
-    let total_warnings = exposition.warning_count();
-    if total_warnings > MAX_WARNINGS_SHOWN {
-        let listed = format!("; --json lists the first {}", exposition.warnings.len());
-        eprintln!(
-            "warning: {source}: {} more warnings not shown{listed}",
-            total_warnings - MAX_WARNINGS_SHOWN
-        );
-    }
-    if args.json {
-        let stdout = std::io::stdout();
-        let mut out = BufWriter::new(stdout.lock());
-        if let Err(error) = write_json(&exposition, &mut out).and_then(|()| out.flush()) {
-            eprintln!("error: cannot write JSON to standard output: {error}");
-            return ExitCode::from(EXIT_UNREADABLE);
-        }
-    }
-    let tolerated = exposition.strict_rejections();
-    let mut note = String::new();
-    if total_warnings > 0 {
-        note.push_str(&format!(", {}", count(total_warnings as u64, "warning", "warnings")));
-        if tolerated > 0 {
-            note.push_str("; --strict rejects the body");
-        }
-    }
-    eprintln!(
-        "{source}: ok: {}, {} ({}{note})",
-        count(exposition.families.len() as u64, "family", "families"),
-        count(exposition.sample_count() as u64, "sample", "samples"),
-        exposition.format.as_str(),
-    );
-    ExitCode::SUCCESS
-}
-
-fn read_body(file: Option<&PathBuf>) -> Result<(String, Vec<u8>), String> {
-    match file {
-        Some(path) if path.as_os_str() != "-" => std::fs::read(path)
-            .map(|body| (path.display().to_string(), body))
-            .map_err(|error| format!("cannot read {}: {error}", path.display())),
-        _ => {
-            let mut body = Vec::new();
-            std::io::stdin()
-                .read_to_end(&mut body)
-                .map_err(|error| format!("cannot read standard input: {error}"))?;
-            Ok(("<stdin>".to_string(), body))
-        }
-    }
 }

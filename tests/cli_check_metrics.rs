@@ -266,7 +266,16 @@ fn help_teaches_the_exit_codes() {
     let output = epicenter(&["check", "metrics", "--help"], None);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(0));
-    for needle in ["Exit status", "--strict", "--json", "--format", "openmetrics"] {
+    for needle in [
+        "Exit status",
+        "--strict",
+        "--json",
+        "--format",
+        "openmetrics",
+        "--lint",
+        "epicenter check metrics --lint body.txt",
+        "4 accepted with lint findings",
+    ] {
         assert!(stdout.contains(needle), "--help lacks {needle}:\n{stdout}");
     }
 }
@@ -290,5 +299,94 @@ fn the_readme_examples_behave_as_documented() {
     assert!(
         stderr.contains("broken.prom:3:57: invalid label value escape '\\8'"),
         "{stderr}"
+    );
+}
+
+/// A body with promlint findings: a counter without `_total`, a gauge in milliseconds, and a
+/// camelCase label on two series (promtool prints that one twice).
+const LINT_BODY: &str = "\
+# HELP jobs_done Jobs done.
+# TYPE jobs_done counter
+jobs_done 3
+# HELP queue_wait_milliseconds Wait.
+# TYPE queue_wait_milliseconds gauge
+queue_wait_milliseconds{poolName=\"a\"} 1
+queue_wait_milliseconds{poolName=\"b\"} 2
+";
+
+#[test]
+fn lint_prints_promtool_findings_one_a_line_and_exits_four() {
+    let file = TempFile::new("lint.prom", LINT_BODY.as_bytes());
+    let output = epicenter(&["check", "metrics", "--lint", file.arg()], None);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(4), "{stderr}");
+    let source = file.arg();
+    assert_eq!(
+        stdout,
+        format!(
+            "{source}:1: jobs_done: counter metrics should have \"_total\" suffix\n\
+             {source}:6: queue_wait_milliseconds: label names should be written in 'snake_case' not 'camelCase' (2 times)\n\
+             {source}:4: queue_wait_milliseconds: use base unit \"seconds\" instead of \"milliseconds\"\n"
+        )
+    );
+    assert!(
+        stderr.contains("ok: 2 families, 3 samples (text); lint: 3 findings (4 lines in promtool's output)"),
+        "{stderr}"
+    );
+    // Without --lint the same body is simply accepted.
+    let output = epicenter(&["check", "metrics", file.arg()], None);
+    assert_eq!(output.status.code(), Some(0));
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn lint_on_a_clean_body_exits_zero_and_a_broken_body_still_exits_one() {
+    let clean = "# HELP jobs_done_total Jobs done.\n# TYPE jobs_done_total counter\njobs_done_total 3\n";
+    let output = epicenter(&["check", "metrics", "--lint", "-"], Some(clean.as_bytes()));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(output.stdout.is_empty());
+    assert!(stderr.contains("; lint: 0 findings"), "{stderr}");
+
+    let output = epicenter(&["check", "metrics", "--lint", "-"], Some(b"a{b=\"1\" 1\n"));
+    assert_eq!(output.status.code(), Some(1));
+}
+
+#[test]
+fn lint_json_is_a_last_key_with_rule_line_and_count() {
+    let file = TempFile::new("lint-json.prom", LINT_BODY.as_bytes());
+    let output = epicenter(&["check", "metrics", "--lint", "--json", file.arg()], None);
+    assert_eq!(output.status.code(), Some(4));
+    let document: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        document["lint"],
+        serde_json::json!([
+            {"metric": "jobs_done", "rule": "counter_without_total",
+             "message": "counter metrics should have \"_total\" suffix", "line": 1, "count": 1},
+            {"metric": "queue_wait_milliseconds", "rule": "camel_case_label",
+             "message": "label names should be written in 'snake_case' not 'camelCase'", "line": 6, "count": 2},
+            {"metric": "queue_wait_milliseconds", "rule": "non_base_unit",
+             "message": "use base unit \"seconds\" instead of \"milliseconds\"", "line": 4, "count": 1},
+        ])
+    );
+    assert_eq!(document["families"].as_array().unwrap().len(), 2);
+    // Without --lint the document has no "lint" key.
+    let output = epicenter(&["check", "metrics", "--json", file.arg()], None);
+    let document: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(document.get("lint").is_none(), "{document}");
+}
+
+#[test]
+fn lint_names_an_openmetrics_counter_by_its_total_sample() {
+    // promtool 2.42 reads this as text: an untyped `build_seconds_total` without help.
+    let body = "# TYPE build_seconds counter\n# HELP build_seconds Build time.\nbuild_seconds_total 4\n\
+                # TYPE queue_ms gauge\nqueue_ms 1\n# EOF\n";
+    let output = epicenter(&["check", "metrics", "--lint", "-"], Some(body.as_bytes()));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(4));
+    assert_eq!(
+        stdout,
+        "<stdin>:4: queue_ms: metric names should not contain abbreviated units\n<stdin>:4: queue_ms: no help text\n"
     );
 }

@@ -25,13 +25,15 @@
 mod assemble;
 mod error;
 mod json;
+mod lint;
 mod model;
 mod number;
 mod render;
 mod syntax;
 
 pub use error::{ParseError, Rule};
-pub use json::write_json;
+pub use json::{write_json, write_json_with_lint};
+pub use lint::{lint, lint_line_count, LintFinding, LintRule};
 pub use model::{Exemplar, Exposition, Family, Format, Label, LabelRange, MetricType, Sample, Validation};
 pub use render::render;
 

@@ -2,11 +2,13 @@
 //! goes so memory stays proportional to the parsed body:
 //! `{"format", "families": [{"name", "type", "unit", "help", "samples": [{"name", "labels",
 //! "value", "timestamp", "exemplar"}]}], "warnings": [{"line", "column", "rule", "message"}],
-//! "warnings_dropped"}`. Timestamps are in seconds; non-finite values are the strings "NaN",
+//! "warnings_dropped"}`, and with `--lint` a last key `"lint": [{"metric", "rule", "message",
+//! "line", "count"}]`. Timestamps are in seconds; non-finite values are the strings "NaN",
 //! "+Inf" and "-Inf".
 
 use std::io::Write;
 
+use super::lint::LintFinding;
 use super::model::{Exposition, LabelRange};
 
 /// Writes a JSON string (quoted and escaped).
@@ -69,6 +71,26 @@ fn json_point(
 /// "value", "timestamp", "exemplar"}]}], "warnings": [{"line", "column", "rule", "message"}],
 /// "warnings_dropped"}`.
 pub fn write_json(exposition: &Exposition<'_>, out: &mut impl Write) -> std::io::Result<()> {
+    write_document(exposition, None, out)
+}
+
+/// [`write_json`] with the lint findings of `epicenter check metrics --lint` as a last key,
+/// `"lint": [{"metric", "rule", "message", "line", "count"}]`, in [`lint`](super::lint)'s
+/// order (metric, then message); `rule` is a [`LintRule`](super::LintRule) name such as
+/// `"counter_without_total"` and `count` how many lines promtool prints for the finding.
+pub fn write_json_with_lint(
+    exposition: &Exposition<'_>,
+    findings: &[LintFinding],
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    write_document(exposition, Some(findings), out)
+}
+
+fn write_document(
+    exposition: &Exposition<'_>,
+    findings: Option<&[LintFinding]>,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
     write!(out, "{{\"format\":\"{}\",\"families\":[", exposition.format.as_str())?;
     for (family_index, family) in exposition.families.iter().enumerate() {
         if family_index > 0 {
@@ -122,5 +144,17 @@ pub fn write_json(exposition: &Exposition<'_>, out: &mut impl Write) -> std::io:
         json_string(out, &warning.message)?;
         out.write_all(b"}")?;
     }
-    writeln!(out, "],\"warnings_dropped\":{}}}", exposition.warnings_dropped)
+    write!(out, "],\"warnings_dropped\":{}", exposition.warnings_dropped)?;
+    if let Some(findings) = findings {
+        out.write_all(b",\n\"lint\":[")?;
+        for (index, finding) in findings.iter().enumerate() {
+            if index > 0 {
+                out.write_all(b",")?;
+            }
+            out.write_all(b"\n")?;
+            serde_json::to_writer(&mut *out, finding).map_err(std::io::Error::other)?;
+        }
+        out.write_all(b"]")?;
+    }
+    writeln!(out, "}}")
 }
