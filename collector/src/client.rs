@@ -4,15 +4,16 @@
 
 use epicenter_config::TlsConfig;
 
-/// A client for a job with `tls_config`: `ca_file` is trusted besides the system's roots,
-/// `cert_file` + `key_file` are presented to servers that ask, and `insecure_skip_verify`
-/// accepts any certificate. Errors name the file that cannot be read or parsed (`ca_file
+/// A client for a job with `tls_config`: `ca`/`ca_file` is trusted besides the system's
+/// roots, `cert`/`cert_file` + `key`/`key_file` are presented to servers that ask,
+/// `server_name` is the name the certificate must carry, and `insecure_skip_verify` accepts
+/// any certificate. Errors name the key or file that cannot be read or parsed (`ca_file
 /// '/etc/ca.pem': no PEM certificate in it`). Reads the PEM files.
 /// The client does not use the `HTTP_PROXY`/`HTTPS_PROXY` environment variables unless
 /// asked to ([`http_client_with_proxy`]), as Prometheus's `proxy_from_environment` defaults
 /// to false.
 pub fn http_client(tls: Option<&TlsConfig>) -> Result<reqwest::Client, String> {
-    http_client_with_proxy(tls, &Proxy::None)
+    http_client_with_proxy(tls, &Proxy::None, true)
 }
 
 /// Which proxy a job's requests go through (Prometheus `proxy_url`, `no_proxy`,
@@ -34,12 +35,24 @@ pub enum Proxy {
     FromEnvironment,
 }
 
-/// [`http_client`] through `proxy`. Errors name what cannot be used (the proxy URL shown
+/// [`http_client`] through `proxy`, following up to 10 redirects when `follow_redirects`
+/// (Prometheus's `follow_redirects`, default true) and none otherwise (a `3xx` answer then
+/// fails the scrape with its status). Errors name what cannot be used (the proxy URL shown
 /// without its password).
-pub fn http_client_with_proxy(tls: Option<&TlsConfig>, proxy: &Proxy) -> Result<reqwest::Client, String> {
+pub fn http_client_with_proxy(
+    tls: Option<&TlsConfig>,
+    proxy: &Proxy,
+    follow_redirects: bool,
+) -> Result<reqwest::Client, String> {
+    let redirects = if follow_redirects {
+        reqwest::redirect::Policy::limited(10)
+    } else {
+        reqwest::redirect::Policy::none()
+    };
     let mut builder = reqwest::Client::builder()
         .user_agent(concat!("epicenter/", env!("CARGO_PKG_VERSION")))
         .gzip(true)
+        .redirect(redirects)
         .use_rustls_tls();
     builder = match proxy {
         Proxy::None => builder.no_proxy(),
@@ -56,45 +69,10 @@ pub fn http_client_with_proxy(tls: Option<&TlsConfig>, proxy: &Proxy) -> Result<
         }
     };
     if let Some(tls) = tls {
-        let read = |key: &str, path: &std::path::Path| {
-            std::fs::read(path).map_err(|error| format!("{key} '{}': {error}", path.display()))
-        };
-        if let Some(path) = &tls.ca_file {
-            let pem = read("ca_file", path)?;
-            let certificates = reqwest::Certificate::from_pem_bundle(&pem)
-                .map_err(|error| format!("ca_file '{}': {error}", path.display()))?;
-            if certificates.is_empty() {
-                return Err(format!("ca_file '{}': no PEM certificate in it", path.display()));
-            }
-            for certificate in certificates {
-                builder = builder.add_root_certificate(certificate);
-            }
-        }
-        if let (Some(cert), Some(key)) = (&tls.cert_file, &tls.key_file) {
-            let mut pem = read("cert_file", cert)?;
-            pem.push(b'\n');
-            pem.extend(read("key_file", key)?);
-            let identity = reqwest::Identity::from_pem(&pem).map_err(|error| {
-                    format!(
-                        "cert_file '{}' / key_file '{}': {} (cert_file must hold the PEM certificate, key_file its PEM private key)",
-                        cert.display(),
-                        key.display(),
-                        describe_request_error(&error)
-                    )
-                })?;
-            builder = builder.identity(identity);
-        }
-        if tls.insecure_skip_verify {
-            builder = builder.danger_accept_invalid_certs(true);
-        }
-        builder = match tls.allowed_versions() {
-            (true, true) => builder,
-            (true, false) => builder.max_tls_version(reqwest::tls::Version::TLS_1_2),
-            (false, true) => builder.min_tls_version(reqwest::tls::Version::TLS_1_3),
-            (false, false) => {
-                return Err("min_version and max_version leave no TLS version (rustls speaks 1.2 and 1.3)".to_string())
-            }
-        };
+        // The same rustls configuration as the ClickHouse client's ([`TlsConfig::client_config`]):
+        // CA, client certificate (inline or from files), versions, server_name, or no
+        // verification. HTTP/1.1 only, so no ALPN is needed.
+        builder = builder.use_preconfigured_tls(tls.client_config()?);
     }
     builder.build().map_err(|error| describe_request_error(&error))
 }

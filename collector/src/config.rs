@@ -9,6 +9,7 @@
 //! the rest of epicenter's file.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -111,9 +112,9 @@ pub struct ScrapeConfig {
     #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
     pub http_sd_configs: Vec<HttpSdConfig>,
     /// Targets from DNS SRV, A, AAAA or MX records, looked up every `refresh_interval`
-    /// ([`crate::dns_sd`]).
+    /// (looked up by the `dns_sd` module).
     #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
-    pub dns_sd_configs: Vec<crate::dns_sd::DnsSdConfig>,
+    pub dns_sd_configs: Vec<DnsSdConfig>,
     /// Relabeling of targets before scraping.
     #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
     pub relabel_configs: Vec<RelabelConfig>,
@@ -173,6 +174,19 @@ pub struct ScrapeConfig {
     /// false (Prometheus's): without it the environment's proxy is not used.
     #[serde(default)]
     pub proxy_from_environment: bool,
+    /// Extra request headers (Prometheus `http_headers`: per name, `values`, `secrets`,
+    /// `files`; [`crate::headers`]).
+    #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
+    pub http_headers: BTreeMap<String, crate::headers::HeaderValues>,
+    /// Follow up to 10 HTTP redirects (Prometheus `follow_redirects`). Default true; false
+    /// makes a `3xx` answer a failed scrape.
+    #[serde(default = "default_true")]
+    pub follow_redirects: bool,
+    /// Prometheus's `enable_http2` (default true), accepted for compatibility: epicenter
+    /// scrapes over HTTP/1.1 either way (what `false` asks for; with `true` Prometheus may
+    /// negotiate HTTP/2 over TLS, which changes nothing a target serves).
+    #[serde(default = "default_true")]
+    pub enable_http2: bool,
 }
 
 impl ScrapeConfig {
@@ -283,6 +297,111 @@ fn default_http_refresh_interval() -> PromDuration {
     PromDuration(Duration::from_secs(60))
 }
 
+/// Environment variable naming the DNS servers `dns_sd_configs` ask instead of those of
+/// `/etc/resolv.conf`: comma-separated `ip:port` (`127.0.0.1:8600`) or `ip` (port 53).
+pub const DNS_SERVERS_ENV: &str = "EPICENTER_DNS_SERVERS";
+
+/// `dns_sd_configs[]`: targets from DNS records (Prometheus `<dns_sd_config>`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DnsSdConfig {
+    /// Names to look up (`_metrics._tcp.example.org`, `db.example.org`); at least one.
+    pub names: Vec<String>,
+    /// How often the names are looked up again. Default `30s` (Prometheus's).
+    #[serde(default = "default_dns_refresh_interval")]
+    pub refresh_interval: PromDuration,
+    /// Which record to ask for. Default `SRV`.
+    #[serde(default, rename = "type")]
+    pub record_type: DnsRecordType,
+    /// The port of every target, for A, AAAA and MX records (required there); SRV records
+    /// carry their own port and ignore it.
+    #[serde(default)]
+    pub port: u16,
+}
+
+fn default_dns_refresh_interval() -> PromDuration {
+    PromDuration(Duration::from_secs(30))
+}
+
+/// A `dns_sd_configs[].type`, read case-insensitively as Prometheus does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DnsRecordType {
+    /// Service records: each gives a host name and a port (RFC 2782).
+    #[default]
+    Srv,
+    /// IPv4 addresses.
+    A,
+    /// IPv6 addresses.
+    Aaaa,
+    /// Mail exchangers: each gives a host name; the port comes from `port`.
+    Mx,
+}
+
+impl DnsRecordType {
+    /// The record type as DNS writes it (`SRV`, `A`, `AAAA`, `MX`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DnsRecordType::Srv => "SRV",
+            DnsRecordType::A => "A",
+            DnsRecordType::Aaaa => "AAAA",
+            DnsRecordType::Mx => "MX",
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for DnsRecordType {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        match text.to_ascii_uppercase().as_str() {
+            "SRV" => Ok(DnsRecordType::Srv),
+            "A" => Ok(DnsRecordType::A),
+            "AAAA" => Ok(DnsRecordType::Aaaa),
+            "MX" => Ok(DnsRecordType::Mx),
+            _ => Err(serde::de::Error::custom(format!(
+                "invalid DNS-SD record type '{text}': expected SRV, A, AAAA or MX"
+            ))),
+        }
+    }
+}
+
+/// Records each problem of one `dns_sd_configs` entry, at `at(key)` paths.
+pub fn dns_sd_problems(sd: &DnsSdConfig, at: &dyn Fn(&str) -> String, problems: &mut Problems) {
+    if sd.names.is_empty() {
+        problems.push(at("names"), "must list at least one name");
+    }
+    for (index, name) in sd.names.iter().enumerate() {
+        if name.trim().is_empty() {
+            problems.push(at(&format!("names[{index}]")), "is empty");
+        }
+    }
+    if sd.record_type != DnsRecordType::Srv && sd.port == 0 {
+        problems.push(
+            at("port"),
+            format!(
+                "is required for {} records (only SRV records carry a port)",
+                sd.record_type.as_str()
+            ),
+        );
+    }
+    if sd.refresh_interval.0.is_zero() {
+        problems.push(at("refresh_interval"), "must be greater than 0");
+    }
+}
+
+/// Reads [`DNS_SERVERS_ENV`]'s value: `ip[:port]` items, comma-separated; port 53 when not
+/// given. Errors name the item that is not an address.
+pub fn parse_dns_servers(text: &str) -> Result<Vec<SocketAddr>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+        .map(|item| {
+            item.parse::<SocketAddr>()
+                .or_else(|_| item.parse::<std::net::IpAddr>().map(|ip| SocketAddr::new(ip, 53)))
+                .map_err(|_| format!("'{item}' is not an ip:port or an ip (e.g. 127.0.0.1:8600)"))
+        })
+        .collect()
+}
+
 /// `file_sd_configs[]`: target files in Prometheus's file_sd format.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -315,9 +434,9 @@ pub struct Job {
     pub auth: Option<Arc<ScrapeAuth>>,
     /// Each `http_sd_configs` entry's client (its `tls_config`) and authentication, in order.
     pub http_sd: Vec<(reqwest::Client, Option<Arc<ScrapeAuth>>)>,
-    /// The DNS servers `dns_sd_configs` ask (from [`crate::dns_sd::DNS_SERVERS_ENV`]); empty
+    /// The DNS servers `dns_sd_configs` ask (from [`DNS_SERVERS_ENV`]); empty
     /// = those of `/etc/resolv.conf`.
-    pub dns_servers: Vec<std::net::SocketAddr>,
+    pub dns_servers: Vec<SocketAddr>,
 }
 
 /// Checks `global` and `scrape_configs` (no network; TLS files are read) and resolves each
@@ -348,13 +467,12 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
     }
 
     // The DNS servers of dns_sd_configs, when the environment replaces the system's.
-    let dns_servers = match std::env::var(crate::dns_sd::DNS_SERVERS_ENV) {
-        Ok(text) if scrape_configs.iter().any(|job| !job.dns_sd_configs.is_empty()) => {
-            crate::dns_sd::parse_dns_servers(&text).unwrap_or_else(|message| {
-                problems.push(crate::dns_sd::DNS_SERVERS_ENV, message);
+    let dns_servers = match std::env::var(DNS_SERVERS_ENV) {
+        Ok(text) if scrape_configs.iter().any(|job| !job.dns_sd_configs.is_empty()) => parse_dns_servers(&text)
+            .unwrap_or_else(|message| {
+                problems.push(DNS_SERVERS_ENV, message);
                 Vec::new()
-            })
-        }
+            }),
         _ => Vec::new(),
     };
     let mut jobs = Vec::new();
@@ -377,7 +495,7 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
             // directory, a key where a certificate belongs) fails here, not later.
             if tls.problems(&at("tls_config"), problems) {
                 if let Err(message) = crate::client::http_client(Some(tls)) {
-                    problems.push(at("tls_config"), format!("tls_config: {message}"));
+                    problems.push(at("tls_config"), message);
                 }
             }
         }
@@ -401,7 +519,7 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
                         epicenter_config::redacted_url(url)
                     ),
                 );
-            } else if let Err(message) = crate::client::http_client_with_proxy(None, &scrape.proxy()) {
+            } else if let Err(message) = crate::client::http_client_with_proxy(None, &scrape.proxy(), true) {
                 problems.push(at("proxy_url"), message);
             }
         }
@@ -514,8 +632,9 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
                 Err(message) => problems.push(sd_at("tls_config"), message),
             }
         }
+        crate::headers::problems(&scrape.http_headers, &at, problems);
         for (sd_index, sd) in scrape.dns_sd_configs.iter().enumerate() {
-            crate::dns_sd::problems(
+            dns_sd_problems(
                 sd,
                 &|key: &str| at(&format!("dns_sd_configs[{sd_index}].{key}")),
                 problems,
@@ -664,14 +783,8 @@ const PROMETHEUS_DISCOVERIES: [&str; 25] = [
 
 /// Prometheus scrape settings epicenter does not act on yet, with why refusing them is safer
 /// than ignoring them.
-const PROMETHEUS_SCRAPE_SETTINGS: [(&str, &str); 9] = [
+const PROMETHEUS_SCRAPE_SETTINGS: [(&str, &str); 6] = [
     ("proxy_connect_header", "it belongs with proxy_url"),
-    ("http_headers", "targets may need these headers"),
-    (
-        "follow_redirects",
-        "epicenter follows up to 10 redirects, as Prometheus does by default",
-    ),
-    ("enable_http2", "epicenter negotiates HTTP/2 over TLS by itself"),
     ("target_limit", "the limit would not hold"),
     ("keep_dropped_targets", "dropped targets are counted, not kept"),
     (
@@ -753,12 +866,6 @@ pub fn unsupported_prometheus_key(path: &str) -> Option<String> {
             ));
         }
     }
-    if parent.ends_with(".tls_config") && matches!(key, "server_name" | "ca" | "cert" | "key") {
-        return Some(
-            "a Prometheus tls_config setting epicenter does not support yet (it has ca_file, cert_file, key_file, insecure_skip_verify, min_version, max_version)"
-                .to_string(),
-        );
-    }
     None
 }
 
@@ -812,11 +919,10 @@ mod tests {
     fn prometheus_keys_not_built_yet_are_named_as_such_and_typos_are_not() {
         for (path, words) in [
             ("scrape_configs[3].kubernetes_sd_configs", "service discovery"),
-            ("scrape_configs[0].tls_config.server_name", "tls_config setting"),
             ("scrape_configs[1].enable_compression", "after 2.42"),
             ("global.target_limit", "after 2.42"),
             ("scrape_config_files", "after 2.42"),
-            ("scrape_configs[0].http_headers", "does not ignore"),
+            ("scrape_configs[0].proxy_connect_header", "does not ignore"),
         ] {
             let message = unsupported_prometheus_key(path).unwrap_or_else(|| panic!("{path}"));
             assert!(message.contains(words), "{path}: {message}");

@@ -19,6 +19,7 @@ pub mod config;
 pub mod discovery;
 pub mod dns_sd;
 pub mod exposition;
+pub mod headers;
 pub mod job;
 pub mod relabel;
 pub mod scrape;

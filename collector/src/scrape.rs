@@ -165,14 +165,15 @@ impl Scraper {
         Ok(Scraper { client })
     }
 
-    /// The scraper of a job: its `tls_config` ([`Scraper::with_tls`]) and its proxy
-    /// (`proxy_url`, `no_proxy`, `proxy_from_environment`).
+    /// The scraper of a job: its `tls_config` ([`Scraper::with_tls`]), its proxy
+    /// (`proxy_url`, `no_proxy`, `proxy_from_environment`) and `follow_redirects`.
     ///
     /// # Errors
     /// [`ScrapeError::Tls`] naming the file or the proxy URL that cannot be used.
     pub fn for_job(config: &crate::config::ScrapeConfig) -> Result<Scraper, ScrapeError> {
-        let client = crate::client::http_client_with_proxy(config.tls_config.as_ref(), &config.proxy())
-            .map_err(ScrapeError::Tls)?;
+        let client =
+            crate::client::http_client_with_proxy(config.tls_config.as_ref(), &config.proxy(), config.follow_redirects)
+                .map_err(ScrapeError::Tls)?;
         Ok(Scraper { client })
     }
 
@@ -375,6 +376,9 @@ impl Scraper {
                 "X-Prometheus-Scrape-Timeout-Seconds",
                 format!("{}", job.timeout.as_secs_f64()),
             );
+        if !job.config.http_headers.is_empty() {
+            request = crate::headers::apply(&job.config.http_headers, request).map_err(ScrapeError::Credentials)?;
+        }
         if let Some(auth) = &job.auth {
             request = auth
                 .apply(&self.client, request)

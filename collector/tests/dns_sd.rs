@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
-use epicenter_collector::config::{jobs_from_yaml, StaticConfig};
-use epicenter_collector::dns_sd::{lookup, parse_dns_servers, resolver, DnsSdConfig};
+use epicenter_collector::config::{jobs_from_yaml, parse_dns_servers, DnsSdConfig, StaticConfig};
+use epicenter_collector::dns_sd::{lookup, resolver};
 use epicenter_collector::job::run_job;
 use epicenter_collector::scrape::{ScrapeContext, Scraper};
 use epicenter_collector::targets::TargetRegistry;

@@ -210,6 +210,70 @@ async fn https_targets_are_verified_against_the_configured_ca() {
     assert_eq!(outcome.report.samples_scraped, 2);
 }
 
+/// Issue 16: the PEM written in the file itself (`ca`, `cert`, `key`, Prometheus's inline
+/// forms) works as the files do, and `server_name` is the name the certificate must carry
+/// when the host scraped is another (the test certificate names IP 127.0.0.1 only).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_pem_and_server_name_work_as_prometheus_s() {
+    let dir = std::env::temp_dir().join(format!("epicenter-tls-inline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("metrics"), BODY).unwrap();
+    certificates(&dir);
+    let (mutual, address) = https_server(&dir, true);
+    let _servers = Servers(vec![mutual], dir.clone());
+    let pem = |name: &str| serde_json::to_string(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap();
+    let inline = format!(
+        "    tls_config: {{ca: {}, cert: {}, key: {}}}\n",
+        pem("ca.pem"),
+        pem("client.pem"),
+        pem("client.key")
+    );
+    let outcome = scrape(&job(&address, &inline)).await;
+    assert!(outcome.report.up, "{:?}", outcome.report.error);
+    assert_eq!(outcome.report.samples_scraped, 2);
+
+    // Scraped as localhost, the certificate (IP 127.0.0.1 only) does not match...
+    let port = address.rsplit_once(':').unwrap().1;
+    let by_name = format!("localhost:{port}");
+    let refused = scrape(&job(&by_name, &inline)).await;
+    assert!(!refused.report.up);
+    let error = refused.report.error.unwrap();
+    assert!(error.contains("does not name the address scraped"), "{error}");
+    // ...unless server_name says which name to expect.
+    let named = inline.replace("}\n", ", server_name: '127.0.0.1'}\n");
+    let outcome = scrape(&job(&by_name, &named)).await;
+    assert!(outcome.report.up, "{:?}", outcome.report.error);
+    // A server_name the certificate does not carry is refused even at the right address.
+    let wrong = inline.replace("}\n", ", server_name: db-7.example.org}\n");
+    let refused = scrape(&job(&address, &wrong)).await;
+    assert!(!refused.report.up);
+
+    // Inline and file forms of the same PEM together, or a certificate without its key:
+    // configuration errors at the key; the key's text is never echoed.
+    let yaml = |tls: &str| {
+        format!("scrape_configs:\n  - job_name: secure\n    scheme: https\n    static_configs: [{{targets: ['{address}']}}]\n{tls}")
+    };
+    let both = format!(
+        "    tls_config: {{ca: {}, ca_file: '{}'}}\n",
+        pem("ca.pem"),
+        dir.join("ca.pem").display()
+    );
+    let errors = jobs_from_yaml(&yaml(&both)).unwrap_err();
+    assert_eq!(errors[0].path, "scrape_configs[0].tls_config.ca", "{errors:?}");
+    let half = format!("    tls_config: {{cert: {}}}\n", pem("client.pem"));
+    let errors = jobs_from_yaml(&yaml(&half)).unwrap_err();
+    assert!(errors[0].message.contains("go together"), "{errors:?}");
+    let not_a_key = "    tls_config: {cert: 'x', key: 'hunter2-not-a-key'}\n";
+    let errors = jobs_from_yaml(&yaml(not_a_key)).unwrap_err();
+    let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    assert!(
+        text.iter()
+            .any(|error| error.starts_with("scrape_configs[0].tls_config.key: key: no PEM private key")),
+        "{text:?}"
+    );
+    assert!(!format!("{text:?}").contains("hunter2"), "{text:?}");
+}
+
 /// The self-signed certificate `openssl req -x509` makes is a CA certificate; rustls refuses
 /// it as a server's own even when it is the ca_file, and the error says so in plain words.
 /// A plain-http server behind `scheme: https` is named as such.
@@ -359,7 +423,7 @@ fn unusable_pem_files_fail_the_config_check_not_the_run() {
     assert!(
         swapped
             .iter()
-            .any(|error| error.contains("key_file its PEM private key")),
+            .any(|error| error.contains("key_file") && error.contains("no PEM private key")),
         "{swapped:?}"
     );
     let good = check(&format!(
@@ -383,7 +447,10 @@ fn unreadable_or_half_tls_files_are_config_errors_with_their_path() {
     let problems = problems.join("\n");
     assert!(problems.contains("scrape_configs[0].tls_config.ca_file"), "{problems}");
     assert!(problems.contains("/nonexistent/ca.pem"), "{problems}");
-    assert!(problems.contains("cert_file and key_file go together"), "{problems}");
+    assert!(
+        problems.contains("a client certificate (cert or cert_file) and its key (key or key_file) go together"),
+        "{problems}"
+    );
     let garbage = std::env::temp_dir().join(format!("epicenter-not-pem-{}", std::process::id()));
     std::fs::write(&garbage, "not a certificate\n").unwrap();
     let tls = epicenter_config::TlsConfig {

@@ -38,6 +38,23 @@ pub struct TlsConfig {
     /// Newest TLS version offered (Prometheus `max_version`). Default TLS 1.3.
     #[serde(default)]
     pub max_version: Option<TlsVersion>,
+    /// PEM CA certificates written in the file itself (Prometheus `ca`); not with `ca_file`.
+    #[serde(default)]
+    pub ca: Option<String>,
+    /// PEM client certificate written in the file itself (Prometheus `cert`); not with
+    /// `cert_file`.
+    #[serde(default)]
+    pub cert: Option<String>,
+    /// PEM private key written in the file itself (Prometheus `key`; never printed); not with
+    /// `key_file`.
+    #[serde(default)]
+    pub key: Option<crate::Secret>,
+    /// The name the server's certificate must carry, when it is not the host scraped (a
+    /// target listed by IP whose certificate names `db-7.example.org`). Prometheus also sends
+    /// it as SNI; epicenter checks the certificate against it and sends SNI for the host
+    /// scraped.
+    #[serde(default)]
+    pub server_name: Option<String>,
 }
 
 /// A TLS protocol version as Prometheus's configuration spells it.
@@ -101,15 +118,102 @@ impl TlsConfig {
                 clean = false;
             }
         }
-        if self.cert_file.is_some() != self.key_file.is_some() {
+        for (inline, file, present) in [
+            ("ca", "ca_file", self.ca.is_some() && self.ca_file.is_some()),
+            ("cert", "cert_file", self.cert.is_some() && self.cert_file.is_some()),
+            ("key", "key_file", self.key.is_some() && self.key_file.is_some()),
+        ] {
+            if present {
+                problems.push(
+                    format!("{prefix}.{inline}"),
+                    format!("{inline} and {file} are both set; give the PEM one way"),
+                );
+                clean = false;
+            }
+        }
+        let has_cert = self.cert.is_some() || self.cert_file.is_some();
+        let has_key = self.key.is_some() || self.key_file.is_some();
+        if has_cert != has_key {
             problems.push(
                 prefix,
-                "cert_file and key_file go together (a client certificate needs its key)",
+                "a client certificate (cert or cert_file) and its key (key or key_file) go together",
             );
             clean = false;
         }
+        if let Some(name) = &self.server_name {
+            if rustls::pki_types::ServerName::try_from(name.as_str()).is_err() {
+                problems.push(
+                    format!("{prefix}.server_name"),
+                    format!("'{name}' is not a DNS name or IP address"),
+                );
+                clean = false;
+            }
+        }
+        if let Some(text) = &self.ca {
+            if let Err(message) = certificates_from("ca", text.as_bytes()) {
+                problems.push(format!("{prefix}.ca"), message);
+                clean = false;
+            }
+        }
+        if let Some(text) = &self.cert {
+            if let Err(message) = certificates_from("cert", text.as_bytes()) {
+                problems.push(format!("{prefix}.cert"), message);
+                clean = false;
+            }
+        }
+        if let Some(key) = &self.key {
+            if let Err(message) = private_key_from("key", key.expose().as_bytes()) {
+                problems.push(format!("{prefix}.key"), message);
+                clean = false;
+            }
+        }
         clean
     }
+
+    /// The CA certificates of `ca` or `ca_file`, if either is set.
+    fn ca_certificates(&self) -> Result<Option<Vec<CertificateDer<'static>>>, String> {
+        match (&self.ca, &self.ca_file) {
+            (Some(text), _) => certificates_from("ca", text.as_bytes()).map(Some),
+            (None, Some(path)) => read_certificates("ca_file", path).map(Some),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// The client certificate and key (`cert`/`cert_file`, `key`/`key_file`), if set.
+    fn client_identity(&self) -> Result<Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>, String> {
+        let certificates = match (&self.cert, &self.cert_file) {
+            (Some(text), _) => certificates_from("cert", text.as_bytes())?,
+            (None, Some(path)) => read_certificates("cert_file", path)?,
+            (None, None) => return Ok(None),
+        };
+        let key = match (&self.key, &self.key_file) {
+            (Some(key), _) => private_key_from("key", key.expose().as_bytes())?,
+            (None, Some(path)) => read_private_key("key_file", path)?,
+            (None, None) => return Ok(None),
+        };
+        Ok(Some((certificates, key)))
+    }
+}
+
+/// The certificates of PEM text given inline under `key`, or an error naming the key (the
+/// text is not echoed).
+fn certificates_from(key: &str, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certificates = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| format!("{key}: not PEM certificates ({error})"))?;
+    if certificates.is_empty() {
+        return Err(format!(
+            "{key}: no PEM certificate in it (expected -----BEGIN CERTIFICATE-----)"
+        ));
+    }
+    Ok(certificates)
+}
+
+/// The private key of PEM text given inline under `key`; the text never appears in an error.
+fn private_key_from(key: &str, pem: &[u8]) -> Result<PrivateKeyDer<'static>, String> {
+    PrivateKeyDer::from_pem_slice(pem).map_err(|_| {
+        format!("{key}: no PEM private key in it (PKCS#8, PKCS#1 or SEC1, e.g. -----BEGIN PRIVATE KEY-----)")
+    })
 }
 
 // === impl TlsConfig: building rustls ===
@@ -203,27 +307,79 @@ impl TlsConfig {
             // needed, and a server signed by neither fails its handshake with rustls's words.
             let native = rustls_native_certs::load_native_certs();
             roots.add_parsable_certificates(native.certs);
-            if let Some(path) = &self.ca_file {
-                for certificate in read_certificates("ca_file", path)? {
-                    roots
-                        .add(certificate)
-                        .map_err(|error| format!("ca_file '{}': {error}", path.display()))?;
+            for certificate in self.ca_certificates()?.unwrap_or_default() {
+                roots.add(certificate).map_err(|error| match &self.ca_file {
+                    Some(path) if self.ca.is_none() => format!("ca_file '{}': {error}", path.display()),
+                    _ => format!("ca: {error}"),
+                })?;
+            }
+            match &self.server_name {
+                None => builder.with_root_certificates(roots),
+                Some(name) => {
+                    let name = rustls::pki_types::ServerName::try_from(name.clone())
+                        .map_err(|_| format!("server_name '{name}' is not a DNS name or IP address"))?;
+                    let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                        std::sync::Arc::new(roots),
+                        provider(),
+                    )
+                    .build()
+                    .map_err(|error| format!("TLS: {error}"))?;
+                    builder
+                        .dangerous()
+                        .with_custom_certificate_verifier(std::sync::Arc::new(FixedServerName { inner, name }))
                 }
             }
-            builder.with_root_certificates(roots)
         };
-        match (&self.cert_file, &self.key_file) {
-            (Some(cert), Some(key)) => builder
-                .with_client_auth_cert(read_certificates("cert_file", cert)?, read_private_key("key_file", key)?)
-                .map_err(|error| {
-                    format!(
-                        "cert_file '{}' / key_file '{}': {error} (key_file must hold the private key of cert_file's certificate)",
-                        cert.display(),
-                        key.display()
-                    )
-                }),
-            _ => Ok(builder.with_no_client_auth()),
+        match self.client_identity()? {
+            Some((certificates, key)) => builder.with_client_auth_cert(certificates, key).map_err(|error| {
+                format!("client certificate: {error} (the key must be the private key of the certificate)")
+            }),
+            None => Ok(builder.with_no_client_auth()),
         }
+    }
+}
+
+/// `server_name`: the usual WebPKI verification, against the configured name instead of the
+/// host connected to.
+#[derive(Debug)]
+struct FixedServerName {
+    inner: std::sync::Arc<rustls::client::WebPkiServerVerifier>,
+    name: rustls::pki_types::ServerName<'static>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for FixedServerName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        self.inner
+            .verify_server_cert(end_entity, intermediates, &self.name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        certificate: &CertificateDer<'_>,
+        signature: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, certificate, signature)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        certificate: &CertificateDer<'_>,
+        signature: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, certificate, signature)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
     }
 }
 

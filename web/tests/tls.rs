@@ -246,9 +246,7 @@ async fn the_clickhouse_sink_writes_and_reads_over_https_with_a_client_certifica
         ca_file: Some(pki.file("ca.pem")),
         cert_file: Some(pki.file("client.pem")),
         key_file: Some(pki.file("client.key")),
-        insecure_skip_verify: false,
-        min_version: None,
-        max_version: None,
+        ..TlsConfig::default()
     };
     let store = sink(full.clone());
     store.migrate(Duration::from_secs(86_400)).await.unwrap();
