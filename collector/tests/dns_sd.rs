@@ -12,19 +12,15 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
 use epicenter_collector::config::{jobs_from_yaml, parse_dns_servers, DnsSdConfig, StaticConfig};
 use epicenter_collector::dns_sd::{lookup, resolver};
-use epicenter_collector::job::run_job;
-use epicenter_collector::scrape::{ScrapeContext, Scraper};
-use epicenter_collector::targets::TargetRegistry;
-use epicenter_store::config::PlacementConfig;
-use epicenter_store::rows::Labels;
-use tokio::sync::{mpsc, watch};
+use support::RunningJob;
+
+mod support;
 
 /// A DNS server answering from `zone.json` (re-read on every query): `{name: {type: [rdata]}}`;
 /// a name not in the file is NXDOMAIN. Prints its UDP port, then serves until killed.
@@ -223,35 +219,6 @@ async fn each_record_type_gives_prometheus_s_addresses_and_meta_labels() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// (scrapeUrl, labels) of every active target, sorted by URL.
-fn active(registry: &TargetRegistry) -> Vec<(String, serde_json::Value)> {
-    let mut targets: Vec<(String, serde_json::Value)> = serde_json::to_value(registry.statuses())
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|status| {
-            (
-                status["scrapeUrl"].as_str().unwrap().to_string(),
-                status["labels"].clone(),
-            )
-        })
-        .collect();
-    targets.sort_by(|a, b| a.0.cmp(&b.0));
-    targets
-}
-
-async fn wait_for(registry: &TargetRegistry, what: &str, check: impl Fn(&[(String, serde_json::Value)]) -> bool) {
-    let started = std::time::Instant::now();
-    while started.elapsed() < Duration::from_secs(30) {
-        if check(&active(registry)) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{what} not reached within 30 s: {:?}", active(registry));
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_follows_its_srv_record_and_keeps_targets_while_dns_is_down() {
     let Some(python) = python() else { return };
@@ -286,25 +253,10 @@ async fn a_job_follows_its_srv_record_and_keeps_targets_while_dns_is_down() {
         .unwrap_or_else(|errors| panic!("{errors:?}"))
         .remove(0);
     job.dns_servers = vec![format!("127.0.0.1:{}", dns.port).parse().unwrap()];
-    let registry = Arc::new(TargetRegistry::default());
-    let (sender, mut receiver) = mpsc::channel(1024);
-    tokio::spawn(async move { while receiver.recv().await.is_some() {} });
-    let (stop, shutdown) = watch::channel(false);
-    let context = Arc::new(ScrapeContext {
-        placement: PlacementConfig::default(),
-        external_labels: Labels::new(),
-    });
-    let running = tokio::spawn(run_job(
-        Arc::new(job),
-        Scraper::new().unwrap(),
-        context,
-        sender,
-        shutdown,
-        registry.clone(),
-    ));
+    let running = RunningJob::start(job);
 
-    wait_for(&registry, "the SRV target", |targets| targets.len() == 1).await;
-    let targets = active(&registry);
+    running.wait_for("the SRV target", |targets| targets.len() == 1).await;
+    let targets = running.active();
     assert_eq!(targets[0].0, format!("http://localhost:{port}/metrics"));
     assert_eq!(targets[0].1["host"], "localhost");
     assert_eq!(targets[0].1["srv_name"], name);
@@ -313,24 +265,21 @@ async fn a_job_follows_its_srv_record_and_keeps_targets_while_dns_is_down() {
 
     // The record changes: the old target stops, the new one starts.
     std::fs::write(&dns.zone, srv("127.0.0.1.").to_string()).unwrap();
-    wait_for(&registry, "the changed record", |targets| {
-        targets.len() == 1 && targets[0].0 == format!("http://127.0.0.1:{port}/metrics")
-    })
-    .await;
+    running
+        .wait_for("the changed record", |targets| {
+            targets.len() == 1 && targets[0].0 == format!("http://127.0.0.1:{port}/metrics")
+        })
+        .await;
 
     // The DNS server down: lookups fail and the target stays.
     let _ = dns.child.kill();
     let _ = dns.child.wait();
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let kept = active(&registry);
+    let kept = running.active();
     assert_eq!(kept.len(), 1, "{kept:?}");
     assert_eq!(kept[0].0, format!("http://127.0.0.1:{port}/metrics"));
 
-    stop.send(true).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), running)
-        .await
-        .unwrap()
-        .unwrap();
+    running.stop().await;
     drop(dns);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -350,30 +299,11 @@ async fn a_name_that_disappears_takes_its_targets_with_it() {
     );
     let mut job = jobs_from_yaml(&yaml).unwrap().remove(0);
     job.dns_servers = vec![format!("127.0.0.1:{}", dns.port).parse().unwrap()];
-    let registry = Arc::new(TargetRegistry::default());
-    let (sender, mut receiver) = mpsc::channel(1024);
-    tokio::spawn(async move { while receiver.recv().await.is_some() {} });
-    let (stop, shutdown) = watch::channel(false);
-    let context = Arc::new(ScrapeContext {
-        placement: PlacementConfig::default(),
-        external_labels: Labels::new(),
-    });
-    let running = tokio::spawn(run_job(
-        Arc::new(job),
-        Scraper::new().unwrap(),
-        context,
-        sender,
-        shutdown,
-        registry.clone(),
-    ));
-    wait_for(&registry, "the SRV target", |targets| targets.len() == 1).await;
+    let running = RunningJob::start(job);
+    running.wait_for("the SRV target", |targets| targets.len() == 1).await;
     std::fs::write(&dns.zone, "{}").unwrap();
-    wait_for(&registry, "no targets after NXDOMAIN", <[_]>::is_empty).await;
-    stop.send(true).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), running)
-        .await
-        .unwrap()
-        .unwrap();
+    running.wait_for("no targets after NXDOMAIN", <[_]>::is_empty).await;
+    running.stop().await;
     drop(dns);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -14,12 +14,9 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::routing::get;
 use axum::Router;
 use epicenter_collector::config::jobs_from_yaml;
-use epicenter_collector::job::run_job;
-use epicenter_collector::scrape::{ScrapeContext, Scraper};
-use epicenter_collector::targets::TargetRegistry;
-use epicenter_store::config::PlacementConfig;
-use epicenter_store::rows::Labels;
-use tokio::sync::{mpsc, watch};
+use support::RunningJob;
+
+mod support;
 
 /// What the SD endpoint answers now: status, content type and body.
 type Answer = Arc<Mutex<(StatusCode, &'static str, String)>>;
@@ -29,35 +26,6 @@ async fn serve(router: Router) -> String {
     let address = listener.local_addr().unwrap().to_string();
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
     address
-}
-
-/// (scrapeUrl, instance, labels) of every active target, sorted by URL.
-fn active(registry: &TargetRegistry) -> Vec<(String, serde_json::Value)> {
-    let mut targets: Vec<(String, serde_json::Value)> = serde_json::to_value(registry.statuses())
-        .unwrap()
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|status| {
-            (
-                status["scrapeUrl"].as_str().unwrap().to_string(),
-                status["labels"].clone(),
-            )
-        })
-        .collect();
-    targets.sort_by(|a, b| a.0.cmp(&b.0));
-    targets
-}
-
-async fn wait_for(registry: &TargetRegistry, what: &str, check: impl Fn(&[(String, serde_json::Value)]) -> bool) {
-    let started = std::time::Instant::now();
-    while started.elapsed() < Duration::from_secs(30) {
-        if check(&active(registry)) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{what} not reached within 30 s: {:?}", active(registry));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,30 +72,13 @@ async fn targets_follow_the_served_list_and_survive_its_failures() {
       - {{source_labels: [__meta_url], regex: '.*/(sd)', target_label: source}}
 "
     );
-    let job = Arc::new(
-        jobs_from_yaml(&yaml)
-            .unwrap_or_else(|errors| panic!("{errors:?}"))
-            .remove(0),
-    );
-    let registry = Arc::new(TargetRegistry::default());
-    let (sender, mut receiver) = mpsc::channel(1024);
-    tokio::spawn(async move { while receiver.recv().await.is_some() {} });
-    let (stop, shutdown) = watch::channel(false);
-    let context = Arc::new(ScrapeContext {
-        placement: PlacementConfig::default(),
-        external_labels: Labels::new(),
-    });
-    let running = tokio::spawn(run_job(
-        job,
-        Scraper::new().unwrap(),
-        context,
-        sender,
-        shutdown,
-        registry.clone(),
-    ));
+    let job = jobs_from_yaml(&yaml)
+        .unwrap_or_else(|errors| panic!("{errors:?}"))
+        .remove(0);
+    let running = RunningJob::start(job);
 
-    wait_for(&registry, "the first list", |targets| targets.len() == 1).await;
-    let targets = active(&registry);
+    running.wait_for("the first list", |targets| targets.len() == 1).await;
+    let targets = running.active();
     assert_eq!(targets[0].0, format!("http://{first}/metrics"));
     let labels = &targets[0].1;
     assert_eq!(labels["dc"], "dc-1");
@@ -138,10 +89,11 @@ async fn targets_follow_the_served_list_and_survive_its_failures() {
 
     // The list changes: the old target stops, the new one starts.
     answer.lock().unwrap().2 = format!(r#"[{{"targets": ["{second}"], "labels": {{}}}}]"#);
-    wait_for(&registry, "the changed list", |targets| {
-        targets.len() == 1 && targets[0].0 == format!("http://{second}/metrics")
-    })
-    .await;
+    running
+        .wait_for("the changed list", |targets| {
+            targets.len() == 1 && targets[0].0 == format!("http://{second}/metrics")
+        })
+        .await;
 
     // A failing endpoint (500, then the wrong content type) keeps the targets it gave last.
     answer.lock().unwrap().0 = StatusCode::INTERNAL_SERVER_ERROR;
@@ -150,19 +102,15 @@ async fn targets_follow_the_served_list_and_survive_its_failures() {
     answer.lock().unwrap().1 = "text/plain";
     answer.lock().unwrap().2 = "[]".to_string();
     tokio::time::sleep(Duration::from_millis(600)).await;
-    let kept = active(&registry);
+    let kept = running.active();
     assert_eq!(kept.len(), 1, "{kept:?}");
     assert_eq!(kept[0].0, format!("http://{second}/metrics"));
 
     // An empty list, served properly, means no targets.
     answer.lock().unwrap().1 = "application/json";
-    wait_for(&registry, "the empty list", <[_]>::is_empty).await;
+    running.wait_for("the empty list", <[_]>::is_empty).await;
 
-    stop.send(true).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), running)
-        .await
-        .unwrap()
-        .unwrap();
+    running.stop().await;
 }
 
 #[test]
