@@ -18,9 +18,9 @@ use axum::routing::get;
 use axum::Router;
 use epicenter_collector::config::{jobs_from_yaml, parse_dns_servers, DnsSdConfig, StaticConfig};
 use epicenter_collector::dns_sd::{lookup, resolver};
-use support::RunningJob;
+use running::RunningJob;
 
-mod support;
+mod running;
 
 /// A DNS server answering from `zone.json` (re-read on every query): `{name: {type: [rdata]}}`;
 /// a name not in the file is NXDOMAIN. Prints its UDP port, then serves until killed.

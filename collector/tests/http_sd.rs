@@ -14,9 +14,9 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::routing::get;
 use axum::Router;
 use epicenter_collector::config::jobs_from_yaml;
-use support::RunningJob;
+use running::RunningJob;
 
-mod support;
+mod running;
 
 /// What the SD endpoint answers now: status, content type and body.
 type Answer = Arc<Mutex<(StatusCode, &'static str, String)>>;
