@@ -121,8 +121,9 @@ fn every_unknown_key_comes_in_one_run_and_prometheus_keys_are_named_as_such() {
         "{stderr}"
     );
     assert!(
-        errors[3]
-            .contains("scrape_configs[1].proxy_connect_header: a Prometheus scrape setting epicenter does not support yet"),
+        errors[3].contains(
+            "scrape_configs[1].proxy_connect_header: a Prometheus scrape setting epicenter does not support yet"
+        ),
         "{stderr}"
     );
     // The secret is not repeated.
