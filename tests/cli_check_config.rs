@@ -171,14 +171,14 @@ fn check_and_run_exit_alike_for_the_same_typo() {
 
 #[test]
 fn every_validation_problem_is_listed() {
-    let text = "global: {scrape_interval: 5s}\nscrape_configs:\n  - job_name: a\n    static_configs: [{targets: [localhost]}]\n    relabel_configs: [{action: labelmap, regex: '('}]\n";
+    let text = "global: {scrape_interval: 5s}\nscrape_configs:\n  - job_name: a\n    static_configs: [{targets: ['http://localhost']}]\n    relabel_configs: [{action: labelmap, regex: '('}]\n";
     let path = write_temp("invalid.yml", text);
     let output = check_config(path.to_str().unwrap());
     let stderr = String::from_utf8_lossy(&output.stderr);
     std::fs::remove_file(&path).unwrap();
     assert_eq!(output.status.code(), Some(64));
     assert!(
-        stderr.contains("scrape_configs[0].static_configs[0].targets[0]: 'localhost' has no port"),
+        stderr.contains("scrape_configs[0].static_configs[0].targets[0]: 'http://localhost' is a URL"),
         "{stderr}"
     );
     assert!(

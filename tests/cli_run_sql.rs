@@ -286,7 +286,7 @@ fn a_bad_config_exits_64_before_anything_starts() {
     let config = dir.join("bad.yml");
     std::fs::write(
         &config,
-        "scrape_configs:\n  - job_name: a\n    static_configs: [{targets: [nohost]}]\n",
+        "scrape_configs:\n  - job_name: a\n    static_configs: [{targets: ['nohost:0']}]\n",
     )
     .unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
@@ -294,7 +294,7 @@ fn a_bad_config_exits_64_before_anything_starts() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(64));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("'nohost' has no port"));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("'nohost:0' has an invalid port"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -551,7 +551,7 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
         for (static_index, static_config) in scrape.static_configs.iter().enumerate() {
             for (target_index, target) in static_config.targets.iter().enumerate() {
                 let path = at(&format!("static_configs[{static_index}].targets[{target_index}]"));
-                if let Err(message) = check_target(target) {
+                if let Err(message) = check_listed_target(target) {
                     problems.push(path, message);
                 } else if !targets.insert((target.clone(), &static_config.labels)) {
                     // The same address with other labels (another `__metrics_path__` or
@@ -877,8 +877,37 @@ pub fn jobs_from_yaml(text: &str) -> Result<Vec<Job>, Vec<ConfigError>> {
         .validate()
 }
 
-/// A target is `host:port` (IPv6 in brackets), without scheme or path. Errors say what is
-/// wrong with it.
+/// A target as listed (`static_configs`, a target file, HTTP or DNS discovery), before
+/// relabeling: `host:port` or a bare `host` (relabeling may make it a `__param_target`, or
+/// the scheme's default port is added after relabeling, as Prometheus 2.42 does), never a
+/// URL, a path or credentials (Prometheus's `CheckTargetAddress` refuses a `/`). Errors say
+/// what is wrong with it.
+pub fn check_listed_target(target: &str) -> Result<(), String> {
+    if !target.contains('@') && !target.contains('/') && !target.is_empty() {
+        let bare = target.starts_with('[') && target.ends_with(']') && target.len() > 2;
+        if bare || !target.contains(':') {
+            return Ok(());
+        }
+    }
+    check_target(target)
+}
+
+/// `address` with the scheme's default port (`:80` for http, `:443` for https) when it has
+/// none, as Prometheus 2.42 adds it after relabeling (`PopulateLabels`); unchanged otherwise.
+pub fn with_default_port(address: &str, scheme: &str) -> String {
+    let bracketed_v6 = address.starts_with('[') && address.ends_with(']');
+    let has_port = !bracketed_v6 && address.contains(':');
+    if has_port || address.is_empty() || address.contains('/') || address.contains('@') {
+        return address.to_string();
+    }
+    match scheme {
+        "https" => format!("{address}:443"),
+        _ => format!("{address}:80"),
+    }
+}
+
+/// A target after relabeling is `host:port` (IPv6 in brackets), without scheme or path.
+/// Errors say what is wrong with it.
 pub fn check_target(target: &str) -> Result<(), String> {
     if let Some((_, host)) = target.rsplit_once('@') {
         // Never echo what comes before the `@`: it is a user name and password.
@@ -961,6 +990,20 @@ mod tests {
         );
         assert_eq!(jobs[0].config.metrics_path, "/metrics");
         assert!(jobs[0].config.honor_timestamps);
+    }
+
+    #[test]
+    fn listed_targets_may_lack_a_port_and_get_the_scheme_s_default() {
+        for good in ["a.example", "10.0.0.1", "[::1]", "a.example:9115"] {
+            assert_eq!(check_listed_target(good), Ok(()), "{good}");
+        }
+        for bad in ["http://a.example", "a.example/probe", "u:p@a", "", "::1"] {
+            assert!(check_listed_target(bad).is_err(), "{bad}");
+        }
+        assert_eq!(with_default_port("a.example", "http"), "a.example:80");
+        assert_eq!(with_default_port("a.example", "https"), "a.example:443");
+        assert_eq!(with_default_port("[::1]", "https"), "[::1]:443");
+        assert_eq!(with_default_port("a.example:9100", "https"), "a.example:9100");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use epicenter_config::Problems;
 
-use crate::config::{check_target, Job, Scheme, StaticConfig};
+use crate::config::{check_listed_target, check_target, with_default_port, Job, Scheme, StaticConfig};
 use crate::relabel::process;
 
 /// A target after relabeling: what to scrape and the labels its series get.
@@ -99,7 +99,7 @@ fn build(job: &Job, groups: &[StaticConfig]) -> Built {
     };
     for (group_index, group) in groups.iter().enumerate() {
         for (target_index, address) in group.targets.iter().enumerate() {
-            if let Err(reason) = check_target(address) {
+            if let Err(reason) = check_listed_target(address) {
                 built.skipped.push(reason);
                 built.dropped += 1;
                 continue;
@@ -119,9 +119,17 @@ fn build(job: &Job, groups: &[StaticConfig]) -> Built {
                     labels.entry(format!("__param_{name}")).or_insert_with(|| first.clone());
                 }
             }
-            let Some(target) = process(&job.relabel, labels).and_then(finish_target) else {
+            let Some(labels) = process(&job.relabel, labels) else {
                 built.dropped += 1;
                 continue;
+            };
+            let target = match finish_target(labels) {
+                Ok(target) => target,
+                Err(reason) => {
+                    built.skipped.push(reason);
+                    built.dropped += 1;
+                    continue;
+                }
             };
             match built.targets.iter().find(|existing| existing.labels == target.labels) {
                 Some(existing) if existing.url == target.url => {}
@@ -156,9 +164,13 @@ fn scheme_name(scheme: Scheme) -> &'static str {
 
 /// Turns relabeled labels into a target: URL from the `__` labels, `instance` defaulted,
 /// `__` labels removed. `None` without an address.
-fn finish_target(mut labels: Labels) -> Option<Target> {
-    let address = labels.get("__address__")?.clone();
+/// The target relabeling left: the scheme's default port added to a port-less
+/// `__address__`, which must then be `host:port`. Errors say why the target is skipped.
+fn finish_target(mut labels: Labels) -> Result<Target, String> {
     let scheme = labels.get("__scheme__").cloned().unwrap_or_else(|| "http".to_string());
+    let listed = labels.get("__address__").ok_or("relabeling left no __address__")?;
+    let address = with_default_port(listed, &scheme);
+    check_target(&address).map_err(|reason| format!("after relabeling: {reason}"))?;
     let path = labels
         .get("__metrics_path__")
         .cloned()
@@ -185,7 +197,7 @@ fn finish_target(mut labels: Labels) -> Option<Target> {
         identity_text.push('=');
         identity_text.push_str(value);
     }
-    Some(Target {
+    Ok(Target {
         job,
         url,
         labels,
@@ -378,15 +390,21 @@ mod tests {
         let group = StaticConfig {
             targets: vec![
                 "http://bad/".into(),
-                "nohost".into(),
+                "a@nohost".into(),
                 "127.0.0.1:99999".into(),
                 "127.0.0.1:9100".into(),
+                "porthost".into(),
             ],
             labels: Default::default(),
         };
         let (targets, dropped) = targets_for_groups(&job, &[group]);
         assert_eq!(dropped, 3);
-        assert_eq!(targets.len(), 1);
-        assert_eq!(targets[0].url, "http://127.0.0.1:9100/metrics");
+        let urls: Vec<&str> = targets.iter().map(|target| target.url.as_str()).collect();
+        // A port-less host gets the scheme's default port, in its URL and instance.
+        assert_eq!(
+            urls,
+            vec!["http://127.0.0.1:9100/metrics", "http://porthost:80/metrics"]
+        );
+        assert_eq!(targets[1].instance(), "porthost:80");
     }
 }

@@ -8,7 +8,9 @@
 //!   alternating between their values;
 //! * an exemplar that cannot be read drops the exemplar, not the scrape;
 //! * torn histograms are flagged in both formats, and an OpenMetrics `+Inf` bucket listed first
-//!   is not "missing".
+//!   is not "missing";
+//! * the blackbox pattern, as its documentation writes it (port-less targets), gives one
+//!   series set per probed target.
 
 #![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
 
@@ -229,6 +231,103 @@ fn one_address_with_other_parameters_is_another_target() {
         vec![
             "http://127.0.0.1:9115/probe?target=a.example",
             "http://127.0.0.1:9115/probe?target=b.example"
+        ]
+    );
+}
+
+/// The blackbox pattern exactly as blackbox_exporter's documentation writes it: port-less
+/// probe targets in `static_configs`, relabelled into `__param_target` and `instance`, and
+/// `__address__` set to the one exporter. Three targets give three series sets, each with
+/// the probe answer for its own target, and `module` sent as a parameter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_exporter_probed_for_three_targets_gives_three_series_sets() {
+    use axum::extract::Query;
+    use std::collections::HashMap;
+    // The probe's answer depends on the target and module asked for.
+    let status_of = |target: &str| 200 + 100 * target.len() as u32 % 7;
+    let app = Router::new().route(
+        "/probe",
+        get(move |Query(query): Query<HashMap<String, String>>| async move {
+            let target = query.get("target").cloned().unwrap_or_default();
+            let module = query.get("module").cloned().unwrap_or_default();
+            format!(
+                "probe_success 1\nprobe_http_status_code {}\nprobe_module_info{{module=\"{module}\"}} 1\n",
+                status_of(&target)
+            )
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let exporter = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let yaml = format!(
+        "scrape_configs:
+  - job_name: blackbox
+    metrics_path: /probe
+    params:
+      module: [http_2xx]
+    static_configs:
+      - targets: [prometheus.example, 'grafana.example:3000', '[2001:db8::1]']
+    relabel_configs:
+      - source_labels: [__address__]
+        target_label: __param_target
+      - source_labels: [__param_target]
+        target_label: instance
+      - target_label: __address__
+        replacement: '{exporter}'
+"
+    );
+    let jobs = jobs_from_yaml(&yaml).unwrap_or_else(|errors| panic!("{errors:?}"));
+    let job = &jobs[0];
+    let (targets, dropped) = targets_for_job(job);
+    assert_eq!((targets.len(), dropped), (3, 0));
+    let context = ScrapeContext {
+        placement: PlacementConfig::default(),
+        external_labels: Labels::new(),
+    };
+    let scraper = Scraper::new().unwrap();
+    let mut sets = Vec::new();
+    for target in &targets {
+        let outcome = scraper.scrape(target, job, &context, &mut TargetState::default()).await;
+        assert!(outcome.report.up, "{:?}", outcome.report.error);
+        let instance = target.labels["instance"].clone();
+        let status = outcome
+            .rows
+            .iter()
+            .find(|row| row.series.name == "probe_http_status_code")
+            .unwrap();
+        assert_eq!(status.series.labels["instance"], instance);
+        assert_eq!(status.series.labels["job"], "blackbox");
+        assert_eq!(status.value, f64::from(status_of(&instance)), "{instance}");
+        let module = outcome
+            .rows
+            .iter()
+            .find(|row| row.series.name == "probe_module_info")
+            .unwrap();
+        assert_eq!(module.series.labels["module"], "http_2xx");
+        sets.push(instance);
+    }
+    sets.sort();
+    assert_eq!(
+        sets,
+        vec!["[2001:db8::1]", "grafana.example:3000", "prometheus.example"],
+        "the listed targets, as listed (Prometheus adds no port to a __param_target)"
+    );
+    // The same job without the __address__ rewrite scrapes the listed hosts themselves,
+    // with the scheme's default port added after relabeling (Prometheus 2.42).
+    let direct = yaml.replace(
+        &format!("      - target_label: __address__\n        replacement: '{exporter}'\n"),
+        "",
+    );
+    let jobs = jobs_from_yaml(&direct).unwrap();
+    let (targets, _) = targets_for_job(&jobs[0]);
+    let mut urls: Vec<&str> = targets.iter().map(|target| target.url.as_str()).collect();
+    urls.sort_unstable();
+    assert_eq!(
+        urls,
+        vec![
+            "http://[2001:db8::1]:80/probe?module=http_2xx&target=%5B2001%3Adb8%3A%3A1%5D",
+            "http://grafana.example:3000/probe?module=http_2xx&target=grafana.example%3A3000",
+            "http://prometheus.example:80/probe?module=http_2xx&target=prometheus.example",
         ]
     );
 }
