@@ -43,6 +43,30 @@ pub struct GlobalConfig {
     /// Prometheus's query log file: read, not used (see [`warnings`]).
     #[serde(default)]
     pub query_log_file: PrometheusOnly,
+    /// Default `body_size_limit` of every job (Prometheus 2.45 and later have it here).
+    #[serde(default)]
+    pub body_size_limit: Option<ByteSize>,
+    /// Default `sample_limit` of every job.
+    #[serde(default)]
+    pub sample_limit: Option<u64>,
+    /// Default `label_limit` of every job.
+    #[serde(default)]
+    pub label_limit: Option<u64>,
+    /// Default `label_name_length_limit` of every job.
+    #[serde(default)]
+    pub label_name_length_limit: Option<u64>,
+    /// Default `label_value_length_limit` of every job.
+    #[serde(default)]
+    pub label_value_length_limit: Option<u64>,
+    /// Default `target_limit` of every job.
+    #[serde(default)]
+    pub target_limit: Option<u64>,
+    /// Default `keep_dropped_targets` of every job (accepted; see the job's).
+    #[serde(default)]
+    pub keep_dropped_targets: Option<u64>,
+    /// Default `scrape_protocols` of every job.
+    #[serde(default)]
+    pub scrape_protocols: Option<Vec<String>>,
 }
 
 impl Default for GlobalConfig {
@@ -53,6 +77,14 @@ impl Default for GlobalConfig {
             external_labels: BTreeMap::new(),
             evaluation_interval: None,
             query_log_file: None,
+            body_size_limit: None,
+            sample_limit: None,
+            label_limit: None,
+            label_name_length_limit: None,
+            label_value_length_limit: None,
+            target_limit: None,
+            keep_dropped_targets: None,
+            scrape_protocols: None,
         }
     }
 }
@@ -122,27 +154,44 @@ pub struct ScrapeConfig {
     #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
     pub metric_relabel_configs: Vec<RelabelConfig>,
     /// Largest body accepted, in bytes after decompression (`10MiB`); larger scrapes fail.
-    /// Default [`DEFAULT_BODY_SIZE_LIMIT`]; `0` = no limit (Prometheus's default, under which
-    /// one gzip bomb can take all the memory there is). Read it with
-    /// [`ScrapeConfig::body_size_limit`].
+    /// Default `global.body_size_limit`, else [`DEFAULT_BODY_SIZE_LIMIT`]; `0` = no limit
+    /// (Prometheus's default, under which one gzip bomb can take all the memory there is).
+    /// The effective value is [`Limits::body_size_bytes`].
     #[serde(default)]
     pub body_size_limit: Option<ByteSize>,
     /// Most samples accepted per scrape after metric relabeling; more fails the scrape.
-    /// Default [`DEFAULT_SAMPLE_LIMIT`]; 0 = no limit (Prometheus's default).
-    #[serde(default = "default_sample_limit")]
-    pub sample_limit: u64,
-    /// Most labels per series; more fails the scrape. Default [`DEFAULT_LABEL_LIMIT`]; 0 = no
-    /// limit (Prometheus's default).
-    #[serde(default = "default_label_limit")]
-    pub label_limit: u64,
+    /// Default `global.sample_limit`, else [`DEFAULT_SAMPLE_LIMIT`]; 0 = no limit
+    /// (Prometheus's default).
+    #[serde(default)]
+    pub sample_limit: Option<u64>,
+    /// Most labels per series; more fails the scrape. Default `global.label_limit`, else
+    /// [`DEFAULT_LABEL_LIMIT`]; 0 = no limit (Prometheus's default).
+    #[serde(default)]
+    pub label_limit: Option<u64>,
     /// Longest label name, in bytes; longer fails the scrape (Prometheus
-    /// `label_name_length_limit`). 0 = no limit (default).
+    /// `label_name_length_limit`). Default `global`'s, else 0 = no limit.
     #[serde(default)]
-    pub label_name_length_limit: u64,
+    pub label_name_length_limit: Option<u64>,
     /// Longest label value, in bytes; longer fails the scrape (Prometheus
-    /// `label_value_length_limit`). 0 = no limit (default).
+    /// `label_value_length_limit`). Default `global`'s, else 0 = no limit.
     #[serde(default)]
-    pub label_value_length_limit: u64,
+    pub label_value_length_limit: Option<u64>,
+    /// Most targets the job may have after relabeling (Prometheus `target_limit`); past it
+    /// none of the job's targets is scraped and each is down with the reason. Default
+    /// `global`'s, else 0 = no limit.
+    #[serde(default)]
+    pub target_limit: Option<u64>,
+    /// Prometheus's cap on dropped targets kept for its API (`keep_dropped_targets`):
+    /// accepted; epicenter keeps none (it counts them), which is within any cap.
+    #[serde(default)]
+    pub keep_dropped_targets: Option<u64>,
+    /// The exposition formats asked for, most wanted first (Prometheus `scrape_protocols`):
+    /// `OpenMetricsText1.0.0`, `OpenMetricsText0.0.1`, `PrometheusText1.0.0`,
+    /// `PrometheusText0.0.4`; `PrometheusProto` is left out of the request with a warning
+    /// (epicenter reads the text formats). Default `global`'s, else OpenMetrics 1.0, then
+    /// text 0.0.4 ([`crate::scrape::ACCEPT`]).
+    #[serde(default)]
+    pub scrape_protocols: Option<Vec<String>>,
     /// TLS settings for `scheme: https` (Prometheus `tls_config`): a CA file for private
     /// CAs (the system's roots are trusted as well), a client certificate, or no verification.
     #[serde(default)]
@@ -219,22 +268,103 @@ pub const DEFAULT_SAMPLE_LIMIT: u64 = 50_000;
 /// exporters attach (the most in the captures of ../shared/fixtures/exposition is 18).
 pub const DEFAULT_LABEL_LIMIT: u64 = 64;
 
-fn default_sample_limit() -> u64 {
-    DEFAULT_SAMPLE_LIMIT
+/// Prometheus's `scrape_protocols` names and the media type each asks for, in the
+/// `Accept` header (Prometheus `config.ScrapeProtocolsHeaders`).
+pub const SCRAPE_PROTOCOLS: [(&str, &str); 5] = [
+    ("OpenMetricsText1.0.0", "application/openmetrics-text;version=1.0.0"),
+    ("OpenMetricsText0.0.1", "application/openmetrics-text;version=0.0.1"),
+    ("PrometheusText1.0.0", "text/plain;version=1.0.0"),
+    ("PrometheusText0.0.4", "text/plain;version=0.0.4"),
+    (
+        "PrometheusProto",
+        "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited",
+    ),
+];
+
+/// The `Accept` header for `protocols` (names of [`SCRAPE_PROTOCOLS`], most wanted first),
+/// weighted as Prometheus weighs them (`q=0.6` for the first, one tenth less for each next,
+/// `*/*` last); `PrometheusProto` is left out. `None`: the default, [`crate::scrape::ACCEPT`].
+pub fn accept_header(protocols: Option<&[String]>) -> String {
+    let Some(protocols) = protocols else {
+        return crate::scrape::ACCEPT.to_string();
+    };
+    let mut weight = SCRAPE_PROTOCOLS.len() + 1;
+    let mut parts = Vec::new();
+    for protocol in protocols.iter().filter(|protocol| *protocol != "PrometheusProto") {
+        if let Some((_, media_type)) = SCRAPE_PROTOCOLS.iter().find(|(name, _)| name == protocol) {
+            parts.push(format!("{media_type};q=0.{weight}"));
+            weight -= 1;
+        }
+    }
+    parts.push(format!("*/*;q=0.{weight}"));
+    parts.join(",")
 }
 
-fn default_label_limit() -> u64 {
-    DEFAULT_LABEL_LIMIT
+/// Records problems of a `scrape_protocols` list at `path`: empty, a name Prometheus does
+/// not have, a name twice, or only `PrometheusProto` (which epicenter cannot read).
+fn scrape_protocol_problems(protocols: &[String], path: &str, problems: &mut Problems) {
+    if protocols.is_empty() {
+        problems.push(path, "must list at least one protocol");
+    }
+    let mut seen = BTreeSet::new();
+    for (index, protocol) in protocols.iter().enumerate() {
+        if !SCRAPE_PROTOCOLS.iter().any(|(name, _)| name == protocol) {
+            let names: Vec<&str> = SCRAPE_PROTOCOLS.iter().map(|(name, _)| *name).collect();
+            problems.push(
+                format!("{path}[{index}]"),
+                format!("unknown protocol '{protocol}'; expected one of {}", names.join(", ")),
+            );
+        } else if !seen.insert(protocol.as_str()) {
+            problems.push(format!("{path}[{index}]"), format!("'{protocol}' is listed twice"));
+        }
+    }
+    if !protocols.is_empty() && protocols.iter().all(|protocol| protocol == "PrometheusProto") {
+        problems.push(
+            path,
+            "lists only PrometheusProto, which epicenter does not read; add OpenMetricsText1.0.0 or PrometheusText0.0.4",
+        );
+    }
 }
 
-impl ScrapeConfig {
-    /// The largest body a scrape reads, in bytes after decompression; `None` when `0` turned
-    /// the limit off.
-    pub fn body_size_limit(&self) -> Option<u64> {
-        match self.body_size_limit {
-            None => Some(DEFAULT_BODY_SIZE_LIMIT),
-            Some(ByteSize(0)) => None,
-            Some(ByteSize(limit)) => Some(limit),
+/// A job's effective limits: its own setting, else `global`'s, else epicenter's default.
+/// `0` turns a limit off, as in Prometheus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest body read, in bytes after decompression; `None` = no limit.
+    pub body_size_bytes: Option<u64>,
+    /// Most samples per scrape (0 = none).
+    pub samples: u64,
+    /// Most labels per series (0 = none).
+    pub labels: u64,
+    /// Longest label name, bytes (0 = none).
+    pub label_name_bytes: u64,
+    /// Longest label value, bytes (0 = none).
+    pub label_value_bytes: u64,
+    /// Most targets of the job after relabeling (0 = none).
+    pub targets: u64,
+}
+
+impl Limits {
+    /// `job`'s limits, with `global`'s where the job sets none.
+    pub fn of(job: &ScrapeConfig, global: &GlobalConfig) -> Limits {
+        let body = job.body_size_limit.or(global.body_size_limit);
+        Limits {
+            body_size_bytes: match body {
+                None => Some(DEFAULT_BODY_SIZE_LIMIT),
+                Some(ByteSize(0)) => None,
+                Some(ByteSize(limit)) => Some(limit),
+            },
+            samples: job.sample_limit.or(global.sample_limit).unwrap_or(DEFAULT_SAMPLE_LIMIT),
+            labels: job.label_limit.or(global.label_limit).unwrap_or(DEFAULT_LABEL_LIMIT),
+            label_name_bytes: job
+                .label_name_length_limit
+                .or(global.label_name_length_limit)
+                .unwrap_or(0),
+            label_value_bytes: job
+                .label_value_length_limit
+                .or(global.label_value_length_limit)
+                .unwrap_or(0),
+            targets: job.target_limit.or(global.target_limit).unwrap_or(0),
         }
     }
 }
@@ -434,6 +564,10 @@ pub struct Job {
     pub auth: Option<Arc<ScrapeAuth>>,
     /// Each `http_sd_configs` entry's client (its `tls_config`) and authentication, in order.
     pub http_sd: Vec<(reqwest::Client, Option<Arc<ScrapeAuth>>)>,
+    /// Effective limits (the job's, else `global`'s, else epicenter's defaults).
+    pub limits: Limits,
+    /// The `Accept` header of the job's scrapes, from `scrape_protocols`.
+    pub accept: String,
     /// The DNS servers `dns_sd_configs` ask (from [`DNS_SERVERS_ENV`]); empty
     /// = those of `/etc/resolv.conf`.
     pub dns_servers: Vec<SocketAddr>,
@@ -466,6 +600,9 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
         }
     }
 
+    if let Some(protocols) = &global.scrape_protocols {
+        scrape_protocol_problems(protocols, "global.scrape_protocols", problems);
+    }
     // The DNS servers of dns_sd_configs, when the environment replaces the system's.
     let dns_servers = match std::env::var(DNS_SERVERS_ENV) {
         Ok(text) if scrape_configs.iter().any(|job| !job.dns_sd_configs.is_empty()) => parse_dns_servers(&text)
@@ -633,6 +770,9 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
             }
         }
         crate::headers::problems(&scrape.http_headers, &at, problems);
+        if let Some(protocols) = &scrape.scrape_protocols {
+            scrape_protocol_problems(protocols, &at("scrape_protocols"), problems);
+        }
         for (sd_index, sd) in scrape.dns_sd_configs.iter().enumerate() {
             dns_sd_problems(
                 sd,
@@ -680,6 +820,13 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
             metric_relabel,
             auth: auth.map(Arc::new),
             http_sd,
+            limits: Limits::of(scrape, global),
+            accept: accept_header(
+                scrape
+                    .scrape_protocols
+                    .as_deref()
+                    .or(global.scrape_protocols.as_deref()),
+            ),
             dns_servers: dns_servers.clone(),
         });
     }
@@ -727,6 +874,28 @@ impl CollectorConfig {
 /// plain-http job.
 pub fn warnings(global: &GlobalConfig, scrape_configs: &[ScrapeConfig]) -> Vec<String> {
     let mut warnings = Vec::new();
+    let protobuf = |path: String, protocols: &Option<Vec<String>>, warnings: &mut Vec<String>| {
+        if protocols
+            .as_ref()
+            .is_some_and(|list| list.len() > 1 && list.iter().any(|name| name == "PrometheusProto"))
+        {
+            warnings.push(format!(
+                "{path}: PrometheusProto is left out of the request (epicenter reads the text formats; the others listed are asked for)"
+            ));
+        }
+    };
+    protobuf(
+        "global.scrape_protocols".to_string(),
+        &global.scrape_protocols,
+        &mut warnings,
+    );
+    for (index, job) in scrape_configs.iter().enumerate() {
+        protobuf(
+            format!("scrape_configs[{index}].scrape_protocols"),
+            &job.scrape_protocols,
+            &mut warnings,
+        );
+    }
     if global.evaluation_interval.is_some() {
         warnings.push(prometheus_only_warning(
             "global.evaluation_interval",
@@ -783,14 +952,8 @@ const PROMETHEUS_DISCOVERIES: [&str; 25] = [
 
 /// Prometheus scrape settings epicenter does not act on yet, with why refusing them is safer
 /// than ignoring them.
-const PROMETHEUS_SCRAPE_SETTINGS: [(&str, &str); 6] = [
+const PROMETHEUS_SCRAPE_SETTINGS: [(&str, &str); 3] = [
     ("proxy_connect_header", "it belongs with proxy_url"),
-    ("target_limit", "the limit would not hold"),
-    ("keep_dropped_targets", "dropped targets are counted, not kept"),
-    (
-        "scrape_protocols",
-        "epicenter asks for OpenMetrics 1.0, then text 0.0.4",
-    ),
     (
         "native_histogram_bucket_limit",
         "epicenter reads OpenMetrics 1.0 and text 0.0.4, without native histograms",
@@ -808,15 +971,7 @@ const PROMETHEUS_SCRAPE_SETTINGS: [(&str, &str); 6] = [
 pub fn unsupported_prometheus_key(path: &str) -> Option<String> {
     // Keys of Prometheus versions after 2.42, at the top, in `global` and in a job.
     const NEWER_TOP: [&str; 3] = ["scrape_config_files", "runtime", "otlp"];
-    const NEWER_GLOBAL: [&str; 13] = [
-        "body_size_limit",
-        "sample_limit",
-        "label_limit",
-        "label_name_length_limit",
-        "label_value_length_limit",
-        "target_limit",
-        "keep_dropped_targets",
-        "scrape_protocols",
+    const NEWER_GLOBAL: [&str; 5] = [
         "rule_query_offset",
         "metric_name_validation_scheme",
         "scrape_failure_log_file",
@@ -843,8 +998,7 @@ pub fn unsupported_prometheus_key(path: &str) -> Option<String> {
     let (parent, key) = path.rsplit_once('.')?;
     if parent == "global" && NEWER_GLOBAL.contains(&key) {
         return Some(
-            "a global setting of Prometheus versions after 2.42 that epicenter does not support yet; set it on each job where epicenter has it (body_size_limit, sample_limit, label_limit, label_name_length_limit, label_value_length_limit)"
-                .to_string(),
+            "a global setting of Prometheus versions after 2.42 that epicenter does not support yet".to_string(),
         );
     }
     let in_job = parent.starts_with("scrape_configs[") && !parent.contains('.');
@@ -949,7 +1103,7 @@ mod tests {
         for (path, words) in [
             ("scrape_configs[3].kubernetes_sd_configs", "service discovery"),
             ("scrape_configs[1].enable_compression", "after 2.42"),
-            ("global.target_limit", "after 2.42"),
+            ("global.rule_query_offset", "after 2.42"),
             ("scrape_config_files", "after 2.42"),
             ("scrape_configs[0].proxy_connect_header", "does not ignore"),
         ] {

@@ -74,6 +74,8 @@ pub async fn run_job(
         }
     };
     let mut running: HashMap<u64, tokio::task::JoinHandle<()>> = HashMap::new();
+    // Targets registered down, unscraped, while the job is past its target_limit.
+    let mut limited: Vec<u64> = Vec::new();
     let mut first = true;
     loop {
         let mut changed = first;
@@ -157,6 +159,31 @@ pub async fn run_job(
             groups.extend(dns_groups.iter().flatten().flatten().cloned());
             let (targets, dropped) = targets_for_groups(&job, &groups);
             tracing::info!(job = %job.config.job_name, targets = targets.len(), dropped, interval = ?job.interval, "targets");
+            // Targets shown down for the job's target_limit are listed again below, if at all.
+            for identity in limited.drain(..) {
+                health.remove(identity);
+            }
+            let limit = job.limits.targets;
+            let targets = if limit > 0 && targets.len() as u64 > limit {
+                // Prometheus's rule: past target_limit, none of the job's targets is scraped.
+                let reason = format!(
+                    "target_limit exceeded (number of targets: {}, limit: {limit})",
+                    targets.len()
+                );
+                tracing::error!(job = %job.config.job_name, %reason, "none of this job's targets is scraped");
+                for (identity, handle) in running.drain() {
+                    handle.abort();
+                    health.remove(identity);
+                }
+                for target in &targets {
+                    health.add(target);
+                    health.mark_down(target.identity, &reason);
+                    limited.push(target.identity);
+                }
+                Vec::new()
+            } else {
+                targets
+            };
             let current: HashSet<u64> = targets.iter().map(|target| target.identity).collect();
             running.retain(|identity, handle| {
                 if current.contains(identity) {

@@ -247,14 +247,14 @@ impl Scraper {
                 };
                 let Some(series) = series else { continue };
                 let label_count = series.labels.len() as u64 + 1;
-                if job.config.label_limit > 0 && label_count > job.config.label_limit {
+                if job.limits.labels > 0 && label_count > job.limits.labels {
                     return Err(ScrapeError::LabelLimit {
                         series: series.name.clone(),
                         count: label_count,
-                        limit: job.config.label_limit,
+                        limit: job.limits.labels,
                     });
                 }
-                check_label_lengths(&series, &job.config)?;
+                check_label_lengths(&series, &job.limits)?;
                 let timestamp_ms = match (job.config.honor_timestamps, sample.timestamp_ms()) {
                     (true, Some(timestamp)) => timestamp,
                     _ => started_ms,
@@ -262,10 +262,10 @@ impl Scraper {
                 // Duplicates count against the limit, as in Prometheus (its limit appender
                 // counts every append). Stop at the first sample past the limit: a
                 // cardinality explosion costs one limit's worth of work, not the whole body's.
-                if job.config.sample_limit > 0 && rows.len() as u64 + samples_duplicate >= job.config.sample_limit {
+                if job.limits.samples > 0 && rows.len() as u64 + samples_duplicate >= job.limits.samples {
                     return Err(ScrapeError::SampleLimit {
                         count: samples_scraped,
-                        limit: job.config.sample_limit,
+                        limit: job.limits.samples,
                     });
                 }
                 // The same series again in this body (printed twice, or made equal by metric
@@ -371,7 +371,7 @@ impl Scraper {
         let mut request = self
             .client
             .get(&target.url)
-            .header(reqwest::header::ACCEPT, ACCEPT)
+            .header(reqwest::header::ACCEPT, job.accept.as_str())
             .header(
                 "X-Prometheus-Scrape-Timeout-Seconds",
                 format!("{}", job.timeout.as_secs_f64()),
@@ -400,7 +400,7 @@ impl Scraper {
             .map(str::to_string);
         // Chunks come decompressed (reqwest's gzip): the limit bounds what is held, so a
         // gzip bomb stops here at the limit.
-        let limit = job.config.body_size_limit();
+        let limit = job.limits.body_size_bytes;
         // Decompression runs inside `chunk()` and may never wait on the network (a gzip
         // bomb): the deadline is checked per chunk, and the task yields now and then, so the
         // timeout and a shutdown act even then.
@@ -430,8 +430,8 @@ impl Scraper {
 
 /// Fails a series whose label names or values are longer than the job allows (Prometheus
 /// `verifyLabelLimits`). Costs nothing when both limits are 0 (the default).
-fn check_label_lengths(series: &Series, config: &crate::config::ScrapeConfig) -> Result<(), ScrapeError> {
-    let (names, values) = (config.label_name_length_limit, config.label_value_length_limit);
+fn check_label_lengths(series: &Series, limits: &crate::config::Limits) -> Result<(), ScrapeError> {
+    let (names, values) = (limits.label_name_bytes, limits.label_value_bytes);
     if names == 0 && values == 0 {
         return Ok(());
     }

@@ -290,6 +290,15 @@ impl TargetRegistry {
         self.targets.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Marks a registered target down with `reason`, without a scrape (its job is past
+    /// `target_limit`, so none of its targets is scraped).
+    pub fn mark_down(&self, identity: u64, reason: &str) {
+        if let Some(status) = self.lock().get_mut(&identity) {
+            status.health = "down";
+            status.last_error = reason.to_string();
+        }
+    }
+
     /// Records a scrape's outcome.
     pub fn observe(&self, outcome: &ScrapeOutcome) {
         let report = &outcome.report;

@@ -72,7 +72,8 @@ impl RunningJob {
 
     /// Stops the job and waits for it to end.
     pub async fn stop(self) {
-        self.stop.send(true).unwrap();
+        // A job with only static targets may have ended already (nothing to watch).
+        let _ = self.stop.send(true);
         tokio::time::timeout(std::time::Duration::from_secs(10), self.running)
             .await
             .unwrap()
