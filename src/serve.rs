@@ -89,7 +89,13 @@ pub(crate) async fn serve(
         Err(error) => return config_error(&error),
     };
     let targets = Arc::new(TargetRegistry::default());
-    if let Err(error) = telemetry.watch_targets(targets.clone()) {
+    let source = AlertSource {
+        external_url: external_url.clone(),
+        external_labels: config.global.external_labels.clone(),
+    };
+    let notifiers = Arc::new(Notifiers::start(&config.notifiers, source, shutdown.clone()));
+    let watched = telemetry.watch_targets(targets.clone());
+    if let Err(error) = watched.and_then(|()| telemetry.watch_notifiers(notifiers.clone())) {
         eprintln!("error: cannot register epicenter's own metrics: {error}");
         return ExitCode::from(1);
     }
@@ -98,14 +104,7 @@ pub(crate) async fn serve(
         targets,
         verdicts: std::sync::Mutex::new(VerdictBook::default()),
         graph: std::sync::Mutex::new(None),
-        notifiers: Arc::new(Notifiers::start(
-            &config.notifiers,
-            AlertSource {
-                external_url: external_url.clone(),
-                external_labels: config.global.external_labels.clone(),
-            },
-            shutdown.clone(),
-        )),
+        notifiers,
     });
     let server = match epicenter_web::start(state.clone(), &config.server, listener, shutdown.clone()) {
         Ok(server) => server,

@@ -102,6 +102,9 @@ pub struct Round {
     pub graph: GraphDocument,
     /// How late this round started against its schedule (wall clock).
     pub lag: Duration,
+    /// How long judging this round took (wall clock, tokio's clock): observing the batches
+    /// that arrived since the last round, assessing, and building the round.
+    pub duration: Duration,
     /// When this round was judged behind (it or the round before ran late by [`late_after`]
     /// the tick or more; no verdict opened, none was taken over): the larger of the two lags.
     pub held_by: Option<Duration>,
@@ -179,6 +182,7 @@ pub async fn run(
                 let behind = (lag >= late || previous_lag >= late).then(|| lag.max(previous_lag));
                 previous_lag = lag;
                 let Some(interval) = interval_ms.filter(|_| gaps.len() >= FIRST_GAPS) else { continue };
+                let started = tokio::time::Instant::now();
                 let detector = detector.get_or_insert_with(|| {
                     Detector::new(rules.clone(), dependencies.clone(), interval, settings.clone())
                 });
@@ -189,15 +193,17 @@ pub async fn run(
                 detector.set_behind(behind.is_some());
                 let assessment = detector.assess(latest_ms);
                 let instances = detector.instances();
-                let round = Round {
+                let mut round = Round {
                     time_ms: assessment.time_ms,
                     new_anomalies: new_anomaly_rows(&assessment, instances),
                     event: tracker.track(&assessment),
                     open: assessment.verdict.clone(),
                     graph: graph_document(instances, detector.dependencies(), &detector.peer_edges()),
                     lag,
+                    duration: Duration::ZERO,
                     held_by: behind,
                 };
+                round.duration = started.elapsed();
                 if out.send(round).await.is_err() {
                     return;
                 }
@@ -272,6 +278,7 @@ mod tests {
             event: None,
             graph: graph_document(&BTreeMap::new(), &[], &Default::default()),
             lag: Duration::from_millis(lag_ms),
+            duration: Duration::ZERO,
             held_by: held_by_ms.map(Duration::from_millis),
         };
         let mut notice = BehindNotice::default();

@@ -22,14 +22,22 @@ use crate::config::{NotifierConfig, NotifierKind};
 use rand::Rng;
 use tokio::sync::{mpsc, watch};
 
-/// Delivery counters of one notifier.
+/// Events each notifier's queue holds; an event beyond them is dropped and counted
+/// ([`NotifierStats::dropped`]).
+pub const QUEUE_CAPACITY: usize = 100;
+
+/// Delivery counters of one notifier. Every event taken from the queue ends as one `sent` or
+/// one `failed` (unless epicenter stops while it is retried); `errors` counts requests.
 #[derive(Debug, Default)]
 pub struct NotifierStats {
-    /// Requests that succeeded.
+    /// Notifications delivered (the receiver answered 2xx). A notification retried until it
+    /// gets through counts once; each re-send of an open alert (`resend_interval`) is a
+    /// notification of its own.
     pub sent: AtomicU64,
-    /// Events given up after 10 minutes of failures, or refused with a 4xx.
+    /// Notifications given up: refused with a 4xx (not retried), or still failing after 10
+    /// minutes of retries.
     pub failed: AtomicU64,
-    /// Events dropped because the queue was full.
+    /// Events dropped because the queue ([`QUEUE_CAPACITY`]) was full.
     pub dropped: AtomicU64,
     /// Attempts that failed (each retry counts; Prometheus's
     /// `prometheus_notifications_errors_total` counts the same way), so a receiver that is
@@ -74,6 +82,26 @@ pub struct Notifiers {
     queues: Vec<(NotifierConfig, mpsc::Sender<VerdictEvent>, Arc<NotifierStats>)>,
 }
 
+/// One notifier's delivery at one moment, for epicenter's own metrics
+/// ([`Notifiers::snapshot`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliverySnapshot {
+    /// The notifier's `name` in the configuration.
+    pub name: String,
+    /// [`NotifierStats::sent`].
+    pub sent: u64,
+    /// Requests that failed, each retry counted ([`NotifierStats::errors`]).
+    pub failed_requests: u64,
+    /// Notifications given up ([`NotifierStats::failed`]).
+    pub given_up: u64,
+    /// Events dropped at a full queue ([`NotifierStats::dropped`]).
+    pub dropped_queue_full: u64,
+    /// Events waiting in the queue, not counting the one being delivered or retried.
+    pub queue_depth: usize,
+    /// How many events the queue holds ([`QUEUE_CAPACITY`]).
+    pub queue_capacity: usize,
+}
+
 impl Notifiers {
     /// Starts one task per configured notifier, each stopping when `shutdown` turns true.
     /// Must be called inside a tokio runtime (it spawns the tasks).
@@ -87,7 +115,7 @@ impl Notifiers {
         let queues = configs
             .iter()
             .map(|config| {
-                let (sender, inbox) = mpsc::channel(100);
+                let (sender, inbox) = mpsc::channel(QUEUE_CAPACITY);
                 let stats = Arc::new(NotifierStats::default());
                 tokio::spawn(run(
                     config.clone(),
@@ -121,6 +149,22 @@ impl Notifiers {
                 }
             }
         }
+    }
+
+    /// Per notifier, in configuration order: its counters and how full its queue is.
+    pub fn snapshot(&self) -> Vec<DeliverySnapshot> {
+        self.queues
+            .iter()
+            .map(|(config, queue, stats)| DeliverySnapshot {
+                name: config.name.clone(),
+                sent: stats.sent.load(Ordering::Relaxed),
+                failed_requests: stats.errors.load(Ordering::Relaxed),
+                given_up: stats.failed.load(Ordering::Relaxed),
+                dropped_queue_full: stats.dropped.load(Ordering::Relaxed),
+                queue_depth: queue.max_capacity() - queue.capacity(),
+                queue_capacity: queue.max_capacity(),
+            })
+            .collect()
     }
 
     /// Per notifier: name, kind, url (as [`epicenter_config::redacted_url`] shows it: no

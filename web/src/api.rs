@@ -39,7 +39,7 @@ const HISTORY: usize = 100;
 
 impl AppState {
     /// Publishes one round of the live detector: the open verdict and the event (kept, the
-    /// last 100), the graph, and `epicenter_verdict_open`.
+    /// last 100), the graph, and the detector's own metrics ([`Telemetry::observe_round`]).
     pub fn publish(&self, round: &Round) {
         if let Ok(mut slot) = self.graph.lock() {
             *slot = Some(round.graph.clone());
@@ -52,25 +52,7 @@ impl AppState {
                 book.history.drain(..excess);
             }
         }
-        self.telemetry
-            .detector_round_lag_seconds
-            .observe(round.lag.as_secs_f64());
-        if round.held_by.is_some() {
-            self.telemetry.detector_rounds_held_total.inc();
-        }
-        let gauge = &self.telemetry.verdict_open;
-        gauge.reset();
-        if let Some(verdict) = &round.open {
-            let host = verdict.hosts.first().map_or("", String::as_str);
-            gauge
-                .with_label_values(&[
-                    verdict.dc.as_str(),
-                    host,
-                    verdict.service.as_str(),
-                    verdict.kind.as_str(),
-                ])
-                .set(1);
-        }
+        self.telemetry.observe_round(round);
     }
 }
 
@@ -186,11 +168,21 @@ async fn verdicts(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     Json(serde_json::json!({"status": "success", "data": book}))
 }
 
-async fn metrics(State(state): State<Arc<AppState>>) -> impl IntoResponse {
+/// `/metrics`: epicenter's own metrics, in OpenMetrics 1.0 when the `Accept` header prefers
+/// it ([`crate::openmetrics::wants_openmetrics`]), else in text format 0.0.4.
+async fn metrics(State(state): State<Arc<AppState>>, headers: axum::http::HeaderMap) -> impl IntoResponse {
+    let accept = headers.get(header::ACCEPT).and_then(|value| value.to_str().ok());
+    if crate::openmetrics::wants_openmetrics(accept) {
+        return (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, crate::openmetrics::OPENMETRICS_CONTENT_TYPE)],
+            state.telemetry.render_openmetrics(),
+        );
+    }
     match state.telemetry.render() {
         Ok(text) => (
             StatusCode::OK,
-            [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+            [(header::CONTENT_TYPE, crate::openmetrics::TEXT_CONTENT_TYPE)],
             text,
         ),
         Err(error) => (

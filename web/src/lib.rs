@@ -1,8 +1,8 @@
-//! epicenter's own HTTP server (axum): its metrics at `/metrics`, `/healthz`, `/readyz`, and
-//! the API an investigation reads while the incident is on (`/api/v1/targets`,
-//! `/api/v1/verdicts`, `/api/v1/graph`, `/api/v1/notifiers`), over plain HTTP or TLS
-//! (`server.tls`, [`tls`]), and the incident page every alert links to
-//! (`/incidents/{id}`, [`incident`]).
+//! epicenter's own HTTP server (axum): its metrics at `/metrics` (text 0.0.4, or OpenMetrics
+//! 1.0 when asked for: [`openmetrics`]), `/healthz`, `/readyz`, and the API an investigation
+//! reads while the incident is on (`/api/v1/targets`, `/api/v1/verdicts`, `/api/v1/graph`,
+//! `/api/v1/notifiers`), over plain HTTP or TLS (`server.tls`, [`tls`]), and the incident page
+//! every alert links to (`/incidents/{id}`, [`incident`]).
 //!
 //! **Enters:** scrape outcomes (for its own metrics, [`telemetry::Telemetry::observe`]), the
 //! collector's target health, the live detector's judgements ([`api::AppState::publish`]),
@@ -13,6 +13,7 @@
 pub mod api;
 pub mod config;
 pub mod incident;
+pub mod openmetrics;
 pub mod status;
 pub mod telemetry;
 pub mod tls;

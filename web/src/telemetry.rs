@@ -1,11 +1,19 @@
 //! epicenter's own metrics, in one registry built by the binary and rendered at `/metrics`
-//! (Prometheus text format 0.0.4). Names follow `epicenter_<subsystem>_<name>_<unit>[_total]`
-//! with base units; every metric is listed in docs/telemetry.md.
+//! (Prometheus text format 0.0.4, or OpenMetrics 1.0 when the scraper asks for it:
+//! [`crate::openmetrics`]). Names follow `epicenter_<subsystem>_<name>_<unit>[_total]` with
+//! base units; every metric is listed in docs/telemetry.md.
+//!
+//! Each stage reports the way that keeps it free of this crate: scrape outcomes through
+//! [`Telemetry::observe`], the live detector's rounds through [`Telemetry::observe_round`]
+//! (what a [`Round`] carries), and the writer's, the targets' and the notifiers' own counters
+//! read at collection time ([`WriterStats`], [`TargetRegistry`], [`Notifiers::snapshot`]).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use epicenter_collector::targets::TargetRegistry;
+use epicenter_detector::live::Round;
+use epicenter_oncall::Notifiers;
 use epicenter_store::rows::ScrapeOutcome;
 use epicenter_store::writer::WriterStats;
 use prometheus::core::{Collector, Desc};
@@ -19,6 +27,16 @@ use prometheus::{
 const LABEL_JOB: &str = "job";
 /// Label name for a scrape's result (`up`, `down`).
 const LABEL_RESULT: &str = "result";
+/// Label name for an anomaly's signal class (`rules::Class`, lowercase).
+const LABEL_CLASS: &str = "class";
+/// Label name for a notifier's configured `name`.
+const LABEL_NOTIFIER: &str = "notifier";
+/// Label name for why a notification was dropped (`queue_full`, `given_up`).
+const LABEL_REASON: &str = "reason";
+
+/// Every signal class an anomaly can have (the detector's `rules::Class`, as the `anomalies`
+/// table spells it): `epicenter_detector_anomalies_total` starts at 0 for each.
+const ANOMALY_CLASSES: [&str; 6] = ["availability", "errors", "latency", "saturation", "traffic", "restart"];
 
 /// epicenter's own metrics, registered in one registry built by `run` (docs/telemetry.md).
 pub struct Telemetry {
@@ -30,11 +48,17 @@ pub struct Telemetry {
     /// Scrape outcomes waiting for the writer.
     pub writer_queue_depth: IntGauge,
     /// 1 per open verdict, labelled by where and what.
-    pub verdict_open: IntGaugeVec,
+    verdict_open: IntGaugeVec,
     /// How late each detector round started against its schedule, seconds.
-    pub detector_round_lag_seconds: Histogram,
+    detector_round_lag_seconds: Histogram,
     /// Detector rounds judged behind (late; no verdict opened in them).
-    pub detector_rounds_held_total: IntCounter,
+    detector_rounds_held_total: IntCounter,
+    /// Detector rounds judged.
+    detector_rounds_total: IntCounter,
+    /// Time taken to judge one detector round, seconds.
+    detector_round_duration_seconds: Histogram,
+    /// Anomalies the detector saw for the first time, by signal class.
+    detector_anomalies_total: IntCounterVec,
 }
 
 impl Telemetry {
@@ -98,6 +122,32 @@ impl Telemetry {
             "Detector rounds judged behind: the round or the one before ran late by a quarter of the tick or more, so no verdict opened in it.",
         )?;
         registry.register(Box::new(detector_rounds_held_total.clone()))?;
+        let detector_rounds_total = IntCounter::new(
+            "epicenter_detector_rounds_total",
+            "Detector rounds judged (one per tick once the scrape interval is known).",
+        )?;
+        registry.register(Box::new(detector_rounds_total.clone()))?;
+        let detector_round_duration_seconds = Histogram::with_opts(
+            HistogramOpts::new(
+                "epicenter_detector_round_duration_seconds",
+                "Time taken to judge one detector round (observe what arrived, assess, build the round), seconds.",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+            ]),
+        )?;
+        registry.register(Box::new(detector_round_duration_seconds.clone()))?;
+        let detector_anomalies_total = IntCounterVec::new(
+            Opts::new(
+                "epicenter_detector_anomalies_total",
+                "Anomalies the detector saw for the first time (each also a row of the anomalies table), by signal class.",
+            ),
+            &[LABEL_CLASS],
+        )?;
+        for class in ANOMALY_CLASSES {
+            detector_anomalies_total.with_label_values(&[class]);
+        }
+        registry.register(Box::new(detector_anomalies_total.clone()))?;
         registry.register(Box::new(WriterCollector::new(writer)?))?;
         // process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, …
         // (Linux /proc), as every Prometheus client library exports them.
@@ -121,7 +171,40 @@ impl Telemetry {
             verdict_open,
             detector_round_lag_seconds,
             detector_rounds_held_total,
+            detector_rounds_total,
+            detector_round_duration_seconds,
+            detector_anomalies_total,
         })
+    }
+
+    /// Records one round of the live detector: its count, how long it took and how late it
+    /// started, whether it was held, the anomalies it saw first (by class), and
+    /// `epicenter_verdict_open` for the verdict open after it.
+    pub fn observe_round(&self, round: &Round) {
+        self.detector_rounds_total.inc();
+        self.detector_round_duration_seconds
+            .observe(round.duration.as_secs_f64());
+        self.detector_round_lag_seconds.observe(round.lag.as_secs_f64());
+        if round.held_by.is_some() {
+            self.detector_rounds_held_total.inc();
+        }
+        for anomaly in &round.new_anomalies {
+            self.detector_anomalies_total
+                .with_label_values(&[anomaly.class.as_str()])
+                .inc();
+        }
+        self.verdict_open.reset();
+        if let Some(verdict) = &round.open {
+            let host = verdict.hosts.first().map_or("", String::as_str);
+            self.verdict_open
+                .with_label_values(&[
+                    verdict.dc.as_str(),
+                    host,
+                    verdict.service.as_str(),
+                    verdict.kind.as_str(),
+                ])
+                .set(1);
+        }
     }
 
     /// Records one scrape.
@@ -156,11 +239,126 @@ impl Telemetry {
         self.registry.register(Box::new(TargetCollector::new(targets)?))
     }
 
-    /// The registry in the text format, or why it cannot be encoded.
+    /// Exports every notifier's delivery at each collection, labelled `notifier` (its
+    /// configured name), read from [`Notifiers::snapshot`]:
+    /// `epicenter_notifications_sent_total` (delivered, once however often retried),
+    /// `epicenter_notifications_failed_total` (requests that failed, each retry counted),
+    /// `epicenter_notifications_dropped_total{reason}` (never delivered: `queue_full`, or
+    /// `given_up` after a 4xx or 10 minutes of retries), `epicenter_notification_queue_depth`
+    /// and `epicenter_notification_queue_capacity` (events). Named after Prometheus's notifier
+    /// metrics (`prometheus_notifications_sent_total`, `…_errors_total`, `…_dropped_total`,
+    /// `…_queue_length`, `…_queue_capacity`).
+    ///
+    /// # Errors
+    /// Registered twice (a programming error).
+    pub fn watch_notifiers(&self, notifiers: Arc<Notifiers>) -> Result<(), prometheus::Error> {
+        self.registry.register(Box::new(NotifierCollector::new(notifiers)?))
+    }
+
+    /// The registry in the text format 0.0.4, or why it cannot be encoded.
     pub fn render(&self) -> Result<String, prometheus::Error> {
         let mut buffer = Vec::new();
         TextEncoder::new().encode(&self.registry.gather(), &mut buffer)?;
         Ok(String::from_utf8_lossy(&buffer).into_owned())
+    }
+
+    /// The registry in OpenMetrics 1.0 text, ending with `# EOF` ([`crate::openmetrics`]).
+    pub fn render_openmetrics(&self) -> String {
+        crate::openmetrics::encode(&self.registry.gather())
+    }
+}
+
+/// Notifier delivery from [`Notifiers::snapshot`] at collection time
+/// ([`Telemetry::watch_notifiers`]).
+struct NotifierCollector {
+    notifiers: Arc<Notifiers>,
+    descriptions: Vec<Desc>,
+}
+
+/// (name, help) of the notifier metrics: three counters, then two gauges.
+const NOTIFIER_METRICS: [(&str, &str); 5] = [
+    (
+        "epicenter_notifications_sent_total",
+        "Notifications a receiver accepted (2xx), by notifier; a notification retried until it gets through counts once.",
+    ),
+    (
+        "epicenter_notifications_failed_total",
+        "Requests to a receiver that failed (connection error, timeout, non-2xx), by notifier; each retry counts.",
+    ),
+    (
+        "epicenter_notifications_dropped_total",
+        "Notifications never delivered, by notifier and reason: queue_full (the notifier's queue was full), given_up (refused with a 4xx, or still failing after 10 minutes of retries).",
+    ),
+    (
+        "epicenter_notification_queue_depth",
+        "Verdict events waiting in the notifier's queue (not counting the one being sent or retried).",
+    ),
+    (
+        "epicenter_notification_queue_capacity",
+        "Verdict events the notifier's queue holds; more are dropped.",
+    ),
+];
+
+impl NotifierCollector {
+    fn new(notifiers: Arc<Notifiers>) -> Result<NotifierCollector, prometheus::Error> {
+        let descriptions = NOTIFIER_METRICS
+            .iter()
+            .map(|(name, help)| Desc::new(name.to_string(), help.to_string(), Vec::new(), Default::default()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(NotifierCollector {
+            notifiers,
+            descriptions,
+        })
+    }
+}
+
+impl Collector for NotifierCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descriptions.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let snapshot = self.notifiers.snapshot();
+        let per_notifier = |value: &dyn Fn(&epicenter_oncall::DeliverySnapshot) -> f64| {
+            snapshot
+                .iter()
+                .map(|notifier| (vec![(LABEL_NOTIFIER, notifier.name.clone())], value(notifier)))
+                .collect::<Vec<_>>()
+        };
+        let dropped = snapshot
+            .iter()
+            .flat_map(|notifier| {
+                [
+                    ("queue_full", notifier.dropped_queue_full),
+                    ("given_up", notifier.given_up),
+                ]
+                .map(|(reason, count)| {
+                    let labels = vec![
+                        (LABEL_NOTIFIER, notifier.name.clone()),
+                        (LABEL_REASON, reason.to_string()),
+                    ];
+                    (labels, count as f64)
+                })
+            })
+            .collect();
+        let counter = prometheus::proto::MetricType::COUNTER;
+        let [sent, failed, dropped_help, depth, capacity] = NOTIFIER_METRICS;
+        vec![
+            family(sent.0, sent.1, counter, per_notifier(&|notifier| notifier.sent as f64)),
+            family(
+                failed.0,
+                failed.1,
+                counter,
+                per_notifier(&|notifier| notifier.failed_requests as f64),
+            ),
+            family(dropped_help.0, dropped_help.1, counter, dropped),
+            gauge_family(depth.0, depth.1, per_notifier(&|notifier| notifier.queue_depth as f64)),
+            gauge_family(
+                capacity.0,
+                capacity.1,
+                per_notifier(&|notifier| notifier.queue_capacity as f64),
+            ),
+        ]
     }
 }
 
