@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use epicenter_config::PromDuration;
 
-use crate::config::{Config, EXIT_CONFIG};
+use crate::config::EXIT_CONFIG;
 use crate::style::count;
 
 /// What `epicenter check` can validate.
@@ -83,19 +83,9 @@ fn check_config(args: &ConfigArgs) -> ExitCode {
         return ExitCode::from(2);
     };
     let source = file.display().to_string();
-    let text = match std::fs::read_to_string(file) {
-        Ok(text) => text,
-        Err(error) => {
-            eprintln!("error: cannot read {source}: {error}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
-    };
-    let config = match Config::from_yaml(&text) {
+    let config = match crate::config_file::read(file) {
         Ok(config) => config,
-        Err(errors) => {
-            crate::config::print_read_errors(&source, &errors);
-            return ExitCode::from(EXIT_CONFIG);
-        }
+        Err(code) => return code,
     };
     let jobs = match config.validate() {
         Ok(jobs) => jobs,

@@ -2,7 +2,6 @@
 //! in one go. Every section's type and checks live in its stage's crate; this module only
 //! names the sections (docs/configuration.md) and reports problems with the file's name.
 
-use std::path::Path;
 use std::process::ExitCode;
 
 use epicenter_collector::config::{GlobalConfig, Job, ScrapeConfig};
@@ -44,6 +43,10 @@ pub(crate) struct Config {
     /// Where verdicts are sent: Alertmanager, webhooks.
     #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
     pub(crate) notifiers: Vec<NotifierConfig>,
+    /// Files holding more jobs (Prometheus 2.43's `scrape_config_files`: paths or globs,
+    /// relative to this file's folder), read by `config_file::read`.
+    #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
+    pub(crate) scrape_config_files: Vec<String>,
     /// Sections of a Prometheus server's file, read so that a prometheus.yml works unchanged,
     /// and reported once each by [`Config::unsupported`] with what to use instead.
     #[serde(default)]
@@ -137,43 +140,6 @@ impl Config {
 pub(crate) fn config_error(error: &str) -> ExitCode {
     eprintln!("error: {error}");
     ExitCode::from(EXIT_CONFIG)
-}
-
-/// Prints what [`Config::from_yaml`] found, one `error: FILE:LINE:COLUMN: path: reason` line
-/// each (`error: FILE: path: reason` without a location), then how many when more than one.
-pub(crate) fn print_read_errors(source: &str, errors: &[ConfigError]) {
-    for error in errors {
-        if error.location.is_some() {
-            eprintln!("error: {source}:{error}");
-        } else {
-            eprintln!("error: {source}: {error}");
-        }
-    }
-    if errors.len() > 1 {
-        eprintln!("{source}: {} problems found", errors.len());
-    }
-}
-
-/// Reads and validates a configuration file, printing every problem (exit 64).
-pub(crate) fn load(path: &Path) -> Result<(Config, Vec<Job>), ExitCode> {
-    let source = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|error| {
-        eprintln!("error: cannot read {source}: {error}");
-        ExitCode::from(EXIT_CONFIG)
-    })?;
-    let config = Config::from_yaml(&text).map_err(|errors| {
-        print_read_errors(&source, &errors);
-        ExitCode::from(EXIT_CONFIG)
-    })?;
-    match config.validate() {
-        Ok(jobs) => Ok((config, jobs)),
-        Err(errors) => {
-            for error in errors {
-                eprintln!("error: {source}: {error}");
-            }
-            Err(ExitCode::from(EXIT_CONFIG))
-        }
-    }
 }
 
 #[cfg(test)]

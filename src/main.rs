@@ -4,6 +4,7 @@
 
 mod check;
 mod config;
+mod config_file;
 mod demo;
 mod eval;
 mod fleet;

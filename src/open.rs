@@ -40,7 +40,7 @@ pub(crate) fn open_store(config: &Config, runtime: &tokio::runtime::Runtime) -> 
 /// embedded store at another directory.
 pub(crate) fn store_config(config: Option<&PathBuf>, data: Option<&PathBuf>) -> Result<Config, ExitCode> {
     let mut config = match config {
-        Some(path) => crate::config::load(path)?.0,
+        Some(path) => crate::config_file::load(path)?.0,
         None => Config::default(),
     };
     if let Some(data) = data {

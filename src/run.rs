@@ -25,7 +25,7 @@ pub(crate) struct RunArgs {
 
 /// Runs `epicenter run`.
 pub(crate) fn run(args: &RunArgs) -> ExitCode {
-    let (config, jobs) = match crate::config::load(&args.config) {
+    let (config, jobs) = match crate::config_file::load(&args.config) {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };

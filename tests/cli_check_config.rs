@@ -314,3 +314,56 @@ fn a_broken_detector_rules_file_fails_the_check() {
     assert_eq!(run.status.code(), Some(64), "{run_stderr}");
     assert_eq!(stderr.lines().next(), run_stderr.lines().next());
 }
+
+/// `scrape_config_files` (Prometheus 2.43 and later): globs relative to the main file's folder
+/// add their files' jobs; a mistake in one of those files is named with that file, line and
+/// column; a job name used in two files is refused like one used twice in one file.
+#[test]
+fn scrape_config_files_add_their_jobs_and_name_their_own_mistakes() {
+    let dir = std::env::temp_dir().join(format!("epicenter-config-files-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("jobs")).unwrap();
+    let main = dir.join("prometheus.yml");
+    std::fs::write(
+        &main,
+        "scrape_config_files: ['jobs/*.yml', jobs/extra.yaml]\nscrape_configs:\n  - job_name: main\n    static_configs: [{targets: ['127.0.0.1:9100']}]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("jobs/a.yml"),
+        "scrape_configs:\n  - job_name: from-a\n    static_configs: [{targets: ['127.0.0.1:9101', '127.0.0.1:9102']}]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("jobs/extra.yaml"),
+        "scrape_configs:\n  - job_name: from-extra\n    static_configs: [{targets: ['127.0.0.1:9103']}]\n",
+    )
+    .unwrap();
+    let output = check_config(main.to_str().unwrap());
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("ok: 3 jobs, 4 static targets"), "{stderr}");
+    for job in ["main", "from-a", "from-extra"] {
+        assert!(stderr.contains(&format!("job {job}:")), "{job}: {stderr}");
+    }
+    // A typo in an added file: named there, with its line and column.
+    let b = dir.join("jobs/b.yml");
+    std::fs::write(&b, "scrape_configs:\n  - job_name: from-b\n    scrape_intervl: 5s\n").unwrap();
+    let output = check_config(main.to_str().unwrap());
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "error: {}:3:5: scrape_configs[0].scrape_intervl: unknown field",
+            b.display()
+        )),
+        "{stderr}"
+    );
+    // The same job name in two files.
+    std::fs::write(&b, "scrape_configs:\n  - job_name: from-a\n").unwrap();
+    let output = check_config(main.to_str().unwrap());
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("job_name") && stderr.contains("from-a"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -189,7 +189,7 @@ pub struct ScrapeConfig {
     /// `OpenMetricsText1.0.0`, `OpenMetricsText0.0.1`, `PrometheusText1.0.0`,
     /// `PrometheusText0.0.4`; `PrometheusProto` is left out of the request with a warning
     /// (epicenter reads the text formats). Default `global`'s, else OpenMetrics 1.0, then
-    /// text 0.0.4 ([`crate::scrape::ACCEPT`]).
+    /// text 0.0.4 ([`ACCEPT`]).
     #[serde(default)]
     pub scrape_protocols: Option<Vec<String>>,
     /// TLS settings for `scheme: https` (Prometheus `tls_config`): a CA file for private
@@ -268,6 +268,10 @@ pub const DEFAULT_SAMPLE_LIMIT: u64 = 50_000;
 /// exporters attach (the most in the captures of ../shared/fixtures/exposition is 18).
 pub const DEFAULT_LABEL_LIMIT: u64 = 64;
 
+/// `Accept` header of a job's scrapes without `scrape_protocols`: OpenMetrics 1.0 first, then
+/// text 0.0.4 (what Prometheus 2.42 sends with its default protocols).
+pub const ACCEPT: &str = "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4,*/*;q=0.1";
+
 /// Prometheus's `scrape_protocols` names and the media type each asks for, in the
 /// `Accept` header (Prometheus `config.ScrapeProtocolsHeaders`).
 pub const SCRAPE_PROTOCOLS: [(&str, &str); 5] = [
@@ -283,10 +287,10 @@ pub const SCRAPE_PROTOCOLS: [(&str, &str); 5] = [
 
 /// The `Accept` header for `protocols` (names of [`SCRAPE_PROTOCOLS`], most wanted first),
 /// weighted as Prometheus weighs them (`q=0.6` for the first, one tenth less for each next,
-/// `*/*` last); `PrometheusProto` is left out. `None`: the default, [`crate::scrape::ACCEPT`].
+/// `*/*` last); `PrometheusProto` is left out. `None`: the default, [`ACCEPT`].
 pub fn accept_header(protocols: Option<&[String]>) -> String {
     let Some(protocols) = protocols else {
-        return crate::scrape::ACCEPT.to_string();
+        return ACCEPT.to_string();
     };
     let mut weight = SCRAPE_PROTOCOLS.len() + 1;
     let mut parts = Vec::new();
@@ -970,7 +974,7 @@ const PROMETHEUS_SCRAPE_SETTINGS: [(&str, &str); 3] = [
 /// user had misspelt one).
 pub fn unsupported_prometheus_key(path: &str) -> Option<String> {
     // Keys of Prometheus versions after 2.42, at the top, in `global` and in a job.
-    const NEWER_TOP: [&str; 3] = ["scrape_config_files", "runtime", "otlp"];
+    const NEWER_TOP: [&str; 2] = ["runtime", "otlp"];
     const NEWER_GLOBAL: [&str; 5] = [
         "rule_query_offset",
         "metric_name_validation_scheme",
@@ -990,10 +994,7 @@ pub fn unsupported_prometheus_key(path: &str) -> Option<String> {
         "scrape_failure_log_file",
     ];
     if NEWER_TOP.contains(&path) {
-        return Some(
-            "a setting of Prometheus versions after 2.42 that epicenter does not support yet (scrape_config_files: put the jobs in scrape_configs)"
-                .to_string(),
-        );
+        return Some("a setting of Prometheus versions after 2.42 that epicenter does not support yet".to_string());
     }
     let (parent, key) = path.rsplit_once('.')?;
     if parent == "global" && NEWER_GLOBAL.contains(&key) {
@@ -1104,7 +1105,7 @@ mod tests {
             ("scrape_configs[3].kubernetes_sd_configs", "service discovery"),
             ("scrape_configs[1].enable_compression", "after 2.42"),
             ("global.rule_query_offset", "after 2.42"),
-            ("scrape_config_files", "after 2.42"),
+            ("otlp", "after 2.42"),
             ("scrape_configs[0].proxy_connect_header", "does not ignore"),
         ] {
             let message = unsupported_prometheus_key(path).unwrap_or_else(|| panic!("{path}"));

@@ -349,3 +349,66 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// A file named by `scrape_config_files` (Prometheus 2.43 and later): a `scrape_configs`
+/// list and nothing else.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScrapeConfigsFile {
+    /// The file's jobs, added after those of the main file.
+    #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
+    pub scrape_configs: Vec<crate::config::ScrapeConfig>,
+}
+
+/// Largest file `scrape_config_files` reads (a file of a thousand jobs is far smaller).
+const MAX_SCRAPE_CONFIG_FILE_BYTES: u64 = 16 << 20;
+
+/// Reads the jobs of every file `patterns` match (`scrape_config_files`: paths or globs with
+/// `*`/`?` in the file name, relative to `base`, the main file's folder, as Prometheus
+/// resolves them), in pattern order and sorted within a pattern. A pattern matching no file
+/// adds nothing, as in Prometheus. Errors: per file (its path as given to the reader), every
+/// problem found — unreadable, too large, not YAML, an unknown key — with line and column.
+pub fn read_scrape_config_files(
+    patterns: &[String],
+    base: &Path,
+) -> Result<Vec<crate::config::ScrapeConfig>, Vec<(String, Vec<epicenter_config::ConfigError>)>> {
+    let (mut jobs, mut failed) = (Vec::new(), Vec::new());
+    for pattern in patterns {
+        let joined = base.join(pattern);
+        for path in expand_pattern(&joined.to_string_lossy()) {
+            let source = path.display().to_string();
+            let problem = |message: String| {
+                vec![epicenter_config::ConfigError {
+                    path: String::new(),
+                    location: None,
+                    message,
+                }]
+            };
+            let text = match std::fs::metadata(&path) {
+                Ok(metadata) if metadata.len() > MAX_SCRAPE_CONFIG_FILE_BYTES => {
+                    failed.push((
+                        source,
+                        problem("larger than 16 MiB; not a scrape config file".to_string()),
+                    ));
+                    continue;
+                }
+                _ => match std::fs::read_to_string(&path) {
+                    Ok(text) => text,
+                    Err(error) => {
+                        failed.push((source, problem(format!("cannot read: {error}"))));
+                        continue;
+                    }
+                },
+            };
+            match epicenter_config::from_yaml_all::<ScrapeConfigsFile>(&text) {
+                Ok(file) => jobs.extend(file.scrape_configs),
+                Err(errors) => failed.push((source, errors)),
+            }
+        }
+    }
+    if failed.is_empty() {
+        Ok(jobs)
+    } else {
+        Err(failed)
+    }
+}

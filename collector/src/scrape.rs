@@ -31,9 +31,7 @@ use crate::exposition::{parse, FormatChoice, ParseOptions, Validation};
 use crate::relabel::process;
 use crate::targets::Target;
 
-/// `Accept` header of every scrape: OpenMetrics 1.0 first, then text 0.0.4 (what Prometheus
-/// sends with its default protocols).
-pub const ACCEPT: &str = "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4,*/*;q=0.1";
+pub use crate::config::ACCEPT;
 
 /// Per-target memory between scrapes: the scrape cache and the series seen last time (for
 /// `scrape_series_added`).
