@@ -26,7 +26,8 @@ pub(crate) fn print_read_errors(source: &str, errors: &[ConfigError]) {
 
 /// Reads the configuration file at `path` and the files its `scrape_config_files` name
 /// (their jobs added after the file's own, as Prometheus 2.43 does), printing every problem
-/// with its file, line and column. Errors: exit status 64.
+/// with its file, line and column. The jobs' relative file paths are made relative to the
+/// folder of the file that holds them, as Prometheus does. Errors: exit status 64.
 pub(crate) fn read(path: &Path) -> Result<Config, ExitCode> {
     let source = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|error| {
@@ -38,6 +39,10 @@ pub(crate) fn read(path: &Path) -> Result<Config, ExitCode> {
         ExitCode::from(EXIT_CONFIG)
     })?;
     let base = path.parent().unwrap_or(Path::new("."));
+    // The jobs' relative file paths are relative to this file's folder, as in Prometheus.
+    for job in &mut config.scrape_configs {
+        job.set_directory(base);
+    }
     let more = epicenter_collector::discovery::read_scrape_config_files(&config.scrape_config_files, base).map_err(
         |failed| {
             for (file, errors) in &failed {

@@ -367,3 +367,41 @@ fn scrape_config_files_add_their_jobs_and_name_their_own_mistakes() {
     assert!(stderr.contains("job_name") && stderr.contains("from-a"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Relative file paths in a job are relative to the folder of the file that holds the job,
+/// as in Prometheus, not to where epicenter was started: checked from `/` with the files
+/// beside the configuration (`check config` reads `http_headers` files; secret files may
+/// appear after start-up, so only their resolved path is shown when they are used).
+#[test]
+fn relative_paths_in_jobs_are_relative_to_the_configuration_s_folder() {
+    let dir = std::env::temp_dir().join(format!("epicenter-config-relative-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("secrets")).unwrap();
+    std::fs::write(dir.join("secrets/password"), "s3cret\n").unwrap();
+    std::fs::write(dir.join("secrets/token"), "t0ken\n").unwrap();
+    let main = dir.join("prometheus.yml");
+    let job = "  - job_name: relative\n    basic_auth: {username: u, password_file: secrets/password}\n    static_configs: [{targets: ['127.0.0.1:9100']}]\n  - job_name: token\n    http_headers: {X-Token: {files: [secrets/token]}}\n    static_configs: [{targets: ['127.0.0.1:9101']}]\n";
+    std::fs::write(&main, format!("scrape_configs:\n{job}")).unwrap();
+    let from_root = |path: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_epicenter"))
+            .args(["check", "config"])
+            .arg(path)
+            .current_dir("/")
+            .output()
+            .unwrap()
+    };
+    let output = from_root(&main);
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    // Moved away from its files, the same configuration fails naming the resolved path.
+    let elsewhere = dir.join("secrets/prometheus.yml");
+    std::fs::write(&elsewhere, format!("scrape_configs:\n{job}")).unwrap();
+    let output = from_root(&elsewhere);
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(output.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains(&dir.join("secrets/secrets/token").display().to_string()),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

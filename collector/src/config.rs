@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -239,6 +239,68 @@ pub struct ScrapeConfig {
 }
 
 impl ScrapeConfig {
+    /// Makes each relative file path of the job relative to `directory`, the folder of the
+    /// file that holds the job, as Prometheus does (`SetDirectory`): TLS files, secret and
+    /// token files, `file_sd_configs` files, `http_headers` files, and those of
+    /// `http_sd_configs`. Absolute paths stay as they are.
+    pub fn set_directory(&mut self, directory: &Path) {
+        let join = |path: &mut PathBuf| {
+            if path.is_relative() {
+                *path = directory.join(&*path);
+            }
+        };
+        let tls = |tls: &mut Option<TlsConfig>| {
+            if let Some(tls) = tls {
+                for path in [&mut tls.ca_file, &mut tls.cert_file, &mut tls.key_file]
+                    .into_iter()
+                    .flatten()
+                {
+                    join(path);
+                }
+            }
+        };
+        let auth = |basic: &mut Option<BasicAuth>, authorization: &mut Option<Authorization>| {
+            for path in [
+                basic.as_mut().and_then(|basic| basic.password_file.as_mut()),
+                authorization
+                    .as_mut()
+                    .and_then(|authorization| authorization.credentials_file.as_mut()),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                join(path);
+            }
+        };
+        tls(&mut self.tls_config);
+        auth(&mut self.basic_auth, &mut self.authorization);
+        for path in [
+            self.bearer_token_file.as_mut(),
+            self.oauth2
+                .as_mut()
+                .and_then(|oauth2| oauth2.client_secret_file.as_mut()),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            join(path);
+        }
+        for file_sd in &mut self.file_sd_configs {
+            for pattern in &mut file_sd.files {
+                if Path::new(pattern.as_str()).is_relative() {
+                    *pattern = directory.join(pattern.as_str()).to_string_lossy().into_owned();
+                }
+            }
+        }
+        for header in self.http_headers.values_mut() {
+            header.files.iter_mut().for_each(join);
+        }
+        for sd in &mut self.http_sd_configs {
+            tls(&mut sd.tls_config);
+            auth(&mut sd.basic_auth, &mut sd.authorization);
+        }
+    }
+
     /// The job's proxy, from `proxy_url`, `no_proxy` and `proxy_from_environment`.
     pub fn proxy(&self) -> crate::client::Proxy {
         match (&self.proxy_url, self.proxy_from_environment) {
@@ -1145,6 +1207,41 @@ mod tests {
         );
         assert_eq!(jobs[0].config.metrics_path, "/metrics");
         assert!(jobs[0].config.honor_timestamps);
+    }
+
+    #[test]
+    fn relative_paths_are_joined_to_the_file_s_folder_and_absolute_ones_kept() {
+        let yaml = "scrape_configs:
+  - job_name: a
+    tls_config: {ca_file: ca.pem, cert_file: /abs/cert.pem, key_file: k/key.pem}
+    basic_auth: {username: u, password_file: pw}
+    bearer_token_file: token
+    oauth2: {client_id: c, client_secret_file: secret, token_url: 'http://127.0.0.1:1/t'}
+    file_sd_configs: [{files: ['targets/*.json', /etc/t.json]}]
+    http_headers: {X-A: {files: [h]}}
+    http_sd_configs: [{url: 'http://127.0.0.1:1/sd', authorization: {credentials_file: cred}, tls_config: {ca_file: sd-ca.pem}}]
+";
+        let mut job = CollectorConfig::from_yaml(yaml).unwrap().scrape_configs.remove(0);
+        job.set_directory(Path::new("/conf"));
+        let tls = job.tls_config.as_ref().unwrap();
+        assert_eq!(tls.ca_file.as_deref(), Some(Path::new("/conf/ca.pem")));
+        assert_eq!(tls.cert_file.as_deref(), Some(Path::new("/abs/cert.pem")));
+        assert_eq!(tls.key_file.as_deref(), Some(Path::new("/conf/k/key.pem")));
+        let password = job.basic_auth.as_ref().unwrap().password_file.as_deref();
+        assert_eq!(password, Some(Path::new("/conf/pw")));
+        assert_eq!(job.bearer_token_file.as_deref(), Some(Path::new("/conf/token")));
+        let secret = job.oauth2.as_ref().unwrap().client_secret_file.as_deref();
+        assert_eq!(secret, Some(Path::new("/conf/secret")));
+        assert_eq!(
+            job.file_sd_configs[0].files,
+            vec!["/conf/targets/*.json", "/etc/t.json"]
+        );
+        assert_eq!(job.http_headers["X-A"].files, vec![PathBuf::from("/conf/h")]);
+        let sd = &job.http_sd_configs[0];
+        let credentials = sd.authorization.as_ref().unwrap().credentials_file.as_deref();
+        assert_eq!(credentials, Some(Path::new("/conf/cred")));
+        let sd_ca = sd.tls_config.as_ref().unwrap().ca_file.as_deref();
+        assert_eq!(sd_ca, Some(Path::new("/conf/sd-ca.pem")));
     }
 
     #[test]

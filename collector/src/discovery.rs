@@ -401,7 +401,14 @@ pub fn read_scrape_config_files(
                 },
             };
             match epicenter_config::from_yaml_all::<ScrapeConfigsFile>(&text) {
-                Ok(file) => jobs.extend(file.scrape_configs),
+                Ok(file) => {
+                    // Paths in the file are relative to its own folder, as in Prometheus.
+                    let folder = path.parent().unwrap_or(Path::new("."));
+                    jobs.extend(file.scrape_configs.into_iter().map(|mut job| {
+                        job.set_directory(folder);
+                        job
+                    }));
+                }
                 Err(errors) => failed.push((source, errors)),
             }
         }
