@@ -157,6 +157,9 @@ fn redact_quoted_value(message: &str) -> String {
 /// collection there. Any other error is reported only when it is the first: after a
 /// blanking it may be a consequence of it.
 pub fn from_yaml_all<T: DeserializeOwned + Default>(text: &str) -> Result<T, Vec<ConfigError>> {
+    if text.contains("<<:") {
+        return from_yaml_merged(text).map_err(|error| vec![error]);
+    }
     let mut current = std::borrow::Cow::Borrowed(text);
     let mut errors: Vec<ConfigError> = Vec::new();
     loop {
@@ -190,6 +193,32 @@ pub fn from_yaml_all<T: DeserializeOwned + Default>(text: &str) -> Result<T, Vec
             None => return Err(errors),
         }
     }
+}
+
+/// [`from_yaml`] for a document with YAML merge keys (`<<: *anchor`, which Prometheus's YAML
+/// library applies): read as a YAML value, merged, then typed. Errors name the key path;
+/// once merged, the document has no lines and columns to give, and only the first problem
+/// is reported.
+fn from_yaml_merged<T: DeserializeOwned + Default>(text: &str) -> Result<T, ConfigError> {
+    check_shape(text)?;
+    let located = |error: serde_norway::Error| ConfigError {
+        path: String::new(),
+        location: error.location().map(|location| (location.line(), location.column())),
+        message: error.to_string(),
+    };
+    let mut value: serde_norway::Value = serde_norway::from_str(text).map_err(located)?;
+    value.apply_merge().map_err(located)?;
+    if value.is_null() {
+        return Ok(T::default());
+    }
+    serde_path_to_error::deserialize(value).map_err(|error| {
+        let path = error.path().to_string();
+        ConfigError {
+            path: if path == "." { String::new() } else { path },
+            location: None,
+            message: redact_quoted_value(&error.into_inner().to_string()),
+        }
+    })
 }
 
 /// How many unknown keys [`from_yaml_all`] reports at most (a file that is not an epicenter
@@ -442,6 +471,20 @@ mod tests {
     struct Document {
         #[serde(default)]
         section: Section,
+    }
+
+    #[test]
+    fn merge_keys_are_applied_as_prometheus_s_yaml_library_applies_them() {
+        // An anchored item merged into the next, one key overridden, at any depth.
+        let text = "section:\n  name: x\n  items:\n    - &first {a: 1, b: 2}\n    - <<: *first\n      b: 5\n";
+        let document: Document = from_yaml_all(text).unwrap();
+        assert_eq!(document.section.items, vec![Item { a: 1, b: 2 }, Item { a: 1, b: 5 }]);
+        // A mistake after merging is named by its path (no line: the merged document has none).
+        let text = "section:\n  items:\n    - &first {a: 1}\n    - <<: *first\n      c: 5\n";
+        let errors = from_yaml_all::<Document>(text).unwrap_err();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].path, "section.items[1].c");
+        assert!(errors[0].message.starts_with("unknown field `c`"), "{errors:?}");
     }
 
     #[test]
