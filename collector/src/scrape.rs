@@ -196,6 +196,10 @@ impl Scraper {
         let generation = state.generation;
         let mut samples_scraped = 0;
         let mut samples_duplicate = 0;
+        // What Prometheus reports as `scrape_samples_post_metric_relabeling` when the scrape
+        // fails on a limit: the samples relabeling kept, up to the failing one (label limits)
+        // or in the whole body (sample_limit), as its scrape loop counts them.
+        let mut kept_before_error = 0u64;
         // Each stored series of this scrape and the time of its last kept sample.
         let mut series_now: FxHashMap<u64, i64> = FxHashMap::default();
         let result = body.and_then(|(content_type, body)| {
@@ -211,7 +215,8 @@ impl Scraper {
             samples_scraped = exposition.sample_count() as u64;
             let mut rows = Vec::with_capacity(exposition.sample_count() + 5);
             let mut key = Vec::with_capacity(256);
-            for sample in &exposition.samples {
+            let mut limit_passed = false;
+            for (index, sample) in exposition.samples.iter().enumerate() {
                 let labels = exposition.labels_in(sample.labels);
                 key.clear();
                 key.extend_from_slice(sample.name.as_bytes());
@@ -220,6 +225,22 @@ impl Scraper {
                     key.extend_from_slice(label.name.as_bytes());
                     key.push(0);
                     key.extend_from_slice(label.value.as_bytes());
+                }
+                if limit_passed {
+                    // Past sample_limit: only count what relabeling keeps (nothing is cached
+                    // or stored), so the report says what Prometheus's does.
+                    let kept = match state.cache.get(key.as_slice()) {
+                        Some(entry) => entry.series.is_some(),
+                        None => {
+                            let labels: Labels = labels
+                                .iter()
+                                .map(|label| (label.name.to_string(), label.value.to_string()))
+                                .collect();
+                            series_for(&sample.name, labels, target, job, context).is_some()
+                        }
+                    };
+                    kept_before_error += u64::from(kept);
+                    continue;
                 }
                 let series = match state.cache.get_mut(key.as_slice()) {
                     Some(entry) => {
@@ -244,27 +265,34 @@ impl Scraper {
                     }
                 };
                 let Some(series) = series else { continue };
+                // A label limit ends the scrape at this sample: Prometheus reports the samples
+                // up to it as scraped and those kept before it.
                 let label_count = series.labels.len() as u64 + 1;
-                if job.limits.labels > 0 && label_count > job.limits.labels {
-                    return Err(ScrapeError::LabelLimit {
+                let label_error = if job.limits.labels > 0 && label_count > job.limits.labels {
+                    Err(ScrapeError::LabelLimit {
                         series: series.name.clone(),
                         count: label_count,
                         limit: job.limits.labels,
-                    });
+                    })
+                } else {
+                    check_label_lengths(&series, &job.limits)
+                };
+                if let Err(error) = label_error {
+                    samples_scraped = index as u64 + 1;
+                    kept_before_error = rows.len() as u64 + samples_duplicate;
+                    return Err(error);
                 }
-                check_label_lengths(&series, &job.limits)?;
                 let timestamp_ms = match (job.config.honor_timestamps, sample.timestamp_ms()) {
                     (true, Some(timestamp)) => timestamp,
                     _ => started_ms,
                 };
                 // Duplicates count against the limit, as in Prometheus (its limit appender
-                // counts every append). Stop at the first sample past the limit: a
-                // cardinality explosion costs one limit's worth of work, not the whole body's.
+                // counts every append). Past the limit nothing more is stored or cached; the
+                // rest of the body is only counted (see `limit_passed`).
                 if job.limits.samples > 0 && rows.len() as u64 + samples_duplicate >= job.limits.samples {
-                    return Err(ScrapeError::SampleLimit {
-                        count: samples_scraped,
-                        limit: job.limits.samples,
-                    });
+                    limit_passed = true;
+                    kept_before_error = rows.len() as u64 + samples_duplicate + 1;
+                    continue;
                 }
                 // The same series again in this body (printed twice, or made equal by metric
                 // relabeling) at the same or an earlier time: Prometheus keeps the first
@@ -287,6 +315,12 @@ impl Scraper {
                     series,
                 });
             }
+            if limit_passed {
+                return Err(ScrapeError::SampleLimit {
+                    count: samples_scraped,
+                    limit: job.limits.samples,
+                });
+            }
             Ok(rows)
         });
         let duration_seconds = started.elapsed().as_secs_f64();
@@ -298,7 +332,11 @@ impl Scraper {
         if !up {
             samples_duplicate = 0;
         }
-        let samples_post_metric_relabeling = rows.len() as u64 + samples_duplicate;
+        let samples_post_metric_relabeling = if up {
+            rows.len() as u64 + samples_duplicate
+        } else {
+            kept_before_error
+        };
         let series_added = if up {
             series_now
                 .keys()
@@ -427,13 +465,20 @@ impl Scraper {
 }
 
 /// Fails a series whose label names or values are longer than the job allows (Prometheus
-/// `verifyLabelLimits`). Costs nothing when both limits are 0 (the default).
+/// `verifyLabelLimits`, which counts the metric name as the label `__name__`: a name longer
+/// than `label_value_length_limit` fails the scrape, as the Prometheus 2.42 comparison in
+/// tests/prometheus_parity.rs showed). Costs nothing when both limits are 0 (the default).
 fn check_label_lengths(series: &Series, limits: &crate::config::Limits) -> Result<(), ScrapeError> {
     let (names, values) = (limits.label_name_bytes, limits.label_value_bytes);
     if names == 0 && values == 0 {
         return Ok(());
     }
-    for (name, value) in &series.labels {
+    let metric_name = ("__name__", series.name.as_str());
+    let labels = series
+        .labels
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_str()));
+    for (name, value) in std::iter::once(metric_name).chain(labels) {
         let too_long = |length: usize, limit: u64, key, what| {
             (limit > 0 && length as u64 > limit).then(|| ScrapeError::LabelLengthLimit {
                 key,
