@@ -87,7 +87,7 @@ fn a_misspelt_key_is_named_with_its_path_and_line() {
 fn every_unknown_key_comes_in_one_run_and_prometheus_keys_are_named_as_such() {
     let path = write_temp(
         "many-typos.yml",
-        "global:\n  scrape_intervl: 15s\n  evaluation_interval: 1m\nrule_files:\n  - rules.yml\nscrape_configs:\n  - job_name: a\n    relabel_configs:\n    static_configs:\n      - targets: ['127.0.0.1:9100']\n        lables: {dc: x}\n  - job_name: k\n    kubernetes_sd_configs:\n      - role: pod\n    proxy_connect_header: {X-Api-Key: [h34der-s3cret]}\n",
+        "global:\n  scrape_intervl: 15s\n  evaluation_interval: 1m\nrule_files:\n  - rules.yml\nscrape_configs:\n  - job_name: a\n    relabel_configs:\n    static_configs:\n      - targets: ['127.0.0.1:9100']\n        lables: {dc: x}\n  - job_name: k\n    kubernetes_sd_configs:\n      - role: pod\n    native_histogram_bucket_limit: h34der-s3cret\n",
     );
     let output = check_config(path.to_str().unwrap());
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -122,7 +122,7 @@ fn every_unknown_key_comes_in_one_run_and_prometheus_keys_are_named_as_such() {
     );
     assert!(
         errors[3].contains(
-            "scrape_configs[1].proxy_connect_header: a Prometheus scrape setting epicenter does not support yet"
+            "scrape_configs[1].native_histogram_bucket_limit: a Prometheus scrape setting epicenter does not support yet"
         ),
         "{stderr}"
     );

@@ -30,6 +30,8 @@ pub enum Proxy {
         url: String,
         /// Exceptions.
         no_proxy: Option<String>,
+        /// Headers sent to the proxy (`proxy_connect_header`), name and secret value.
+        headers: Vec<(String, epicenter_config::Secret)>,
     },
     /// As `HTTP_PROXY`, `HTTPS_PROXY` and `NO_PROXY` say.
     FromEnvironment,
@@ -57,7 +59,7 @@ pub fn http_client_with_proxy(
     builder = match proxy {
         Proxy::None => builder.no_proxy(),
         Proxy::FromEnvironment => builder,
-        Proxy::Url { url, no_proxy } => {
+        Proxy::Url { url, no_proxy, headers } => {
             let proxy = reqwest::Proxy::all(url.as_str()).map_err(|error| {
                 format!(
                     "proxy_url '{}': {}",
@@ -65,6 +67,16 @@ pub fn http_client_with_proxy(
                     describe_request_error(&error)
                 )
             })?;
+            let mut extra = reqwest::header::HeaderMap::new();
+            for (name, value) in headers {
+                let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|_| format!("proxy_connect_header: '{name}' is not an HTTP header name"))?;
+                let mut value = reqwest::header::HeaderValue::from_str(value.expose())
+                    .map_err(|_| format!("proxy_connect_header.{name}: a value that cannot be sent"))?;
+                value.set_sensitive(true);
+                extra.append(name, value);
+            }
+            let proxy = if extra.is_empty() { proxy } else { proxy.headers(extra) };
             builder.proxy(proxy.no_proxy(no_proxy.as_deref().and_then(reqwest::NoProxy::from_string)))
         }
     };

@@ -223,6 +223,11 @@ pub struct ScrapeConfig {
     /// false (Prometheus's): without it the environment's proxy is not used.
     #[serde(default)]
     pub proxy_from_environment: bool,
+    /// Headers sent to the proxy (Prometheus `proxy_connect_header`: name → secret values;
+    /// on the `CONNECT` of an https scrape and with each request forwarded for an http one).
+    /// Needs `proxy_url`; never printed.
+    #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
+    pub proxy_connect_header: BTreeMap<String, Vec<Secret>>,
     /// Extra request headers (Prometheus `http_headers`: per name, `values`, `secrets`,
     /// `files`; [`crate::headers`]).
     #[serde(default, deserialize_with = "epicenter_config::null_as_default")]
@@ -307,6 +312,11 @@ impl ScrapeConfig {
             (Some(url), _) => crate::client::Proxy::Url {
                 url: url.clone(),
                 no_proxy: self.no_proxy.clone(),
+                headers: self
+                    .proxy_connect_header
+                    .iter()
+                    .flat_map(|(name, values)| values.iter().map(move |value| (name.clone(), value.clone())))
+                    .collect(),
             },
             (None, true) => crate::client::Proxy::FromEnvironment,
             (None, false) => crate::client::Proxy::None,
@@ -711,6 +721,25 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
         if scrape.no_proxy.is_some() && scrape.proxy_url.is_none() {
             problems.push(at("no_proxy"), "has no effect without proxy_url");
         }
+        if !scrape.proxy_connect_header.is_empty() && scrape.proxy_url.is_none() {
+            problems.push(at("proxy_connect_header"), "has no effect without proxy_url");
+        }
+        for (name, values) in &scrape.proxy_connect_header {
+            if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                problems.push(
+                    at(&format!("proxy_connect_header.{name}")),
+                    "is not an HTTP header name",
+                );
+            }
+            for (index, value) in values.iter().enumerate() {
+                if reqwest::header::HeaderValue::from_str(value.expose()).is_err() {
+                    problems.push(
+                        at(&format!("proxy_connect_header.{name}[{index}]")),
+                        "holds a character a header value cannot carry",
+                    );
+                }
+            }
+        }
         if let Some(url) = &scrape.proxy_url {
             let scheme_ok = url::Url::parse(url)
                 .is_ok_and(|parsed| matches!(parsed.scheme(), "http" | "https" | "socks5" | "socks5h"));
@@ -1018,8 +1047,7 @@ const PROMETHEUS_DISCOVERIES: [&str; 25] = [
 
 /// Prometheus scrape settings epicenter does not act on yet, with why refusing them is safer
 /// than ignoring them.
-const PROMETHEUS_SCRAPE_SETTINGS: [(&str, &str); 3] = [
-    ("proxy_connect_header", "it belongs with proxy_url"),
+const PROMETHEUS_SCRAPE_SETTINGS: [(&str, &str); 2] = [
     (
         "native_histogram_bucket_limit",
         "epicenter reads OpenMetrics 1.0 and text 0.0.4, without native histograms",
@@ -1168,7 +1196,7 @@ mod tests {
             ("scrape_configs[1].enable_compression", "after 2.42"),
             ("global.rule_query_offset", "after 2.42"),
             ("otlp", "after 2.42"),
-            ("scrape_configs[0].proxy_connect_header", "does not ignore"),
+            ("scrape_configs[0].native_histogram_bucket_limit", "does not ignore"),
         ] {
             let message = unsupported_prometheus_key(path).unwrap_or_else(|| panic!("{path}"));
             assert!(message.contains(words), "{path}: {message}");

@@ -1,7 +1,8 @@
 //! Scrapes through a proxy (Prometheus `proxy_url`, `no_proxy`; issue 16) against a proxy on
 //! 127.0.0.1 that answers for any target itself: the target's name does not resolve, so a
 //! scrape that is up went through the proxy. The proxy sees the absolute URL and the
-//! `Proxy-Authorization` from the URL's user information; `no_proxy` hosts go direct.
+//! `Proxy-Authorization` from the URL's user information and the `proxy_connect_header`
+//! headers; `no_proxy` hosts go direct.
 
 #![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
 
@@ -15,8 +16,8 @@ use epicenter_collector::targets::targets_for_job;
 use epicenter_store::config::PlacementConfig;
 use epicenter_store::rows::{Labels, ScrapeOutcome};
 
-/// Request lines and `Proxy-Authorization` values the proxy received.
-type Seen = Arc<Mutex<Vec<(String, String)>>>;
+/// Request lines, `Proxy-Authorization` and `X-Proxy-Tenant` values the proxy received.
+type Seen = Arc<Mutex<Vec<(String, String, String)>>>;
 
 fn proxy() -> (String, Seen) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -30,6 +31,7 @@ fn proxy() -> (String, Seen) {
             let mut request_line = String::new();
             let _ = reader.read_line(&mut request_line);
             let mut authorization = String::new();
+            let mut tenant = String::new();
             loop {
                 let mut line = String::new();
                 if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
@@ -39,12 +41,15 @@ fn proxy() -> (String, Seen) {
                     if name.eq_ignore_ascii_case("proxy-authorization") {
                         authorization = value.trim().to_string();
                     }
+                    if name.eq_ignore_ascii_case("x-proxy-tenant") {
+                        tenant = value.trim().to_string();
+                    }
                 }
             }
             record
                 .lock()
                 .unwrap()
-                .push((request_line.trim_end().to_string(), authorization));
+                .push((request_line.trim_end().to_string(), authorization, tenant));
             let body = "via_proxy 1\n";
             let _ = write!(
                 stream,
@@ -93,6 +98,14 @@ async fn scrapes_go_through_proxy_url_except_for_no_proxy_hosts() {
         // base64("scraper:pr0xy")
         assert_eq!(seen[0].1, "Basic c2NyYXBlcjpwcjB4eQ==");
     }
+    // proxy_connect_header: sent to the proxy with the request it forwards.
+    let with_header = scrape(
+        "exporter.invalid:9100",
+        &format!("    proxy_url: 'http://{proxy}'\n    proxy_connect_header: {{X-Proxy-Tenant: [t3nant]}}\n"),
+    )
+    .await;
+    assert!(with_header.report.up, "{:?}", with_header.report.error);
+    assert_eq!(seen.lock().unwrap().pop().unwrap().2, "t3nant");
     // A no_proxy host goes direct: the name does not resolve, so the scrape fails, and the
     // proxy sees nothing.
     let direct = scrape(
@@ -122,6 +135,10 @@ fn proxy_settings_are_checked_and_the_password_never_shown() {
             "scrape_configs[0].proxy_from_environment",
         ),
         ("    no_proxy: 'localhost'\n", "scrape_configs[0].no_proxy"),
+        (
+            "    proxy_connect_header: {X-A: [s3cret-proxy]}\n",
+            "scrape_configs[0].proxy_connect_header",
+        ),
     ];
     for (extra, path) in cases {
         let yaml =
