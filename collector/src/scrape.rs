@@ -226,22 +226,6 @@ impl Scraper {
                     key.push(0);
                     key.extend_from_slice(label.value.as_bytes());
                 }
-                if limit_passed {
-                    // Past sample_limit: only count what relabeling keeps (nothing is cached
-                    // or stored), so the report says what Prometheus's does.
-                    let kept = match state.cache.get(key.as_slice()) {
-                        Some(entry) => entry.series.is_some(),
-                        None => {
-                            let labels: Labels = labels
-                                .iter()
-                                .map(|label| (label.name.to_string(), label.value.to_string()))
-                                .collect();
-                            series_for(&sample.name, labels, target, job, context).is_some()
-                        }
-                    };
-                    kept_before_error += u64::from(kept);
-                    continue;
-                }
                 let series = match state.cache.get_mut(key.as_slice()) {
                     Some(entry) => {
                         entry.seen = generation;
@@ -290,9 +274,16 @@ impl Scraper {
                 // counts every append). Past the limit nothing more is stored or cached; the
                 // rest of the body is only counted (see `limit_passed`).
                 if job.limits.samples > 0 && rows.len() as u64 + samples_duplicate >= job.limits.samples {
+                    // Prometheus counts every sample relabeling keeps, the whole body through.
+                    // Without metric_relabel_configs that is every sample left, counted for
+                    // free; with them, counting would mean relabeling a cardinality explosion
+                    // in full, so the count stops here (docs/configuration.md).
                     limit_passed = true;
                     kept_before_error = rows.len() as u64 + samples_duplicate + 1;
-                    continue;
+                    if job.metric_relabel.is_empty() {
+                        kept_before_error += (exposition.samples.len() - index - 1) as u64;
+                    }
+                    break;
                 }
                 // The same series again in this body (printed twice, or made equal by metric
                 // relabeling) at the same or an earlier time: Prometheus keeps the first
