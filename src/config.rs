@@ -184,7 +184,7 @@ scrape_configs:
     scrape_interval: 5s
     scrape_timeout: 6s
     static_configs:
-      - targets: ['127.0.0.1:9121', 'http://127.0.0.1:9122', '127.0.0.1', '127.0.0.1:9121']
+      - targets: ['127.0.0.1:9121', 'http://127.0.0.1:9122', '127.0.0.1:0', '127.0.0.1:9121']
     relabel_configs:
       - {action: hashmod, target_label: shard}
   - job_name: redis

@@ -185,11 +185,11 @@ impl Scraper {
     ) -> ScrapeOutcome {
         let started_ms = now_ms();
         let started = Instant::now();
-        let fetched = tokio::time::timeout(job.timeout, self.fetch(target, job)).await;
+        let fetched = tokio::time::timeout(target.timeout, self.fetch(target, job)).await;
         let body = match fetched {
             Ok(Ok(body)) => Ok(body),
             Ok(Err(error)) => Err(error),
-            Err(_) => Err(ScrapeError::Timeout(job.timeout)),
+            Err(_) => Err(ScrapeError::Timeout(target.timeout)),
         };
         let target_placement = Placement::of(&target.labels, &context.placement);
         state.generation += 1;
@@ -401,7 +401,7 @@ impl Scraper {
             .header(reqwest::header::ACCEPT, job.accept.as_str())
             .header(
                 "X-Prometheus-Scrape-Timeout-Seconds",
-                format!("{}", job.timeout.as_secs_f64()),
+                format!("{}", target.timeout.as_secs_f64()),
             );
         if !job.config.http_headers.is_empty() {
             request = crate::headers::apply(&job.config.http_headers, request).map_err(ScrapeError::Credentials)?;
@@ -431,7 +431,7 @@ impl Scraper {
         // Decompression runs inside `chunk()` and may never wait on the network (a gzip
         // bomb): the deadline is checked per chunk, and the task yields now and then, so the
         // timeout and a shutdown act even then.
-        let deadline = Instant::now() + job.timeout;
+        let deadline = Instant::now() + target.timeout;
         let mut chunks = 0u64;
         let mut body = Vec::new();
         while let Some(chunk) = response
@@ -443,7 +443,7 @@ impl Scraper {
                 return Err(ScrapeError::BodyTooLarge { limit });
             }
             if Instant::now() >= deadline {
-                return Err(ScrapeError::Timeout(job.timeout));
+                return Err(ScrapeError::Timeout(target.timeout));
             }
             chunks += 1;
             if chunks % 64 == 0 {
@@ -551,7 +551,7 @@ pub fn schedule_offset(identity: u64, interval: Duration) -> Duration {
     Duration::from_nanos((u128::from(identity) % interval_nanos) as u64)
 }
 
-/// Scrapes `target` every `job.interval`, starting at its [`schedule_offset`], and sends each
+/// Scrapes `target` every `target.interval`, starting at its [`schedule_offset`], and sends each
 /// outcome to `out` (waiting when the channel is full: backpressure reaches the scraper, never
 /// other targets). Stops when `shutdown` turns true (cancelling a scrape in flight) or the
 /// receiver is gone.
@@ -563,8 +563,8 @@ pub async fn run_target(
     out: mpsc::Sender<ScrapeOutcome>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let start = Instant::now() + schedule_offset(target.identity, job.interval);
-    let mut ticks = tokio::time::interval_at(start, job.interval);
+    let start = Instant::now() + schedule_offset(target.identity, target.interval);
+    let mut ticks = tokio::time::interval_at(start, target.interval);
     // A scrape that overran its slot is not made up for: the next one keeps the schedule.
     ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let mut state = TargetState::default();

@@ -9,7 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use epicenter_store::rows::{fnv1a, Labels, ScrapeOutcome};
 use serde::Serialize;
 
-use epicenter_config::Problems;
+use epicenter_config::{Problems, PromDuration};
 
 use crate::config::{check_listed_target, check_target, with_default_port, Job, Scheme, StaticConfig};
 use crate::relabel::process;
@@ -24,8 +24,15 @@ pub struct Target {
     /// Labels attached to every series of the target (`job`, `instance`, static labels), with
     /// `__`-prefixed labels removed.
     pub labels: Labels,
-    /// A stable hash of job and labels: the schedule offset comes from it.
+    /// A stable hash of job, labels, URL, interval and timeout: the schedule offset comes
+    /// from it.
     pub identity: u64,
+    /// How often the target is scraped: the job's interval, or `__scrape_interval__` as
+    /// relabeling left it (Prometheus's per-target interval).
+    pub interval: Duration,
+    /// Longest a scrape of the target may take: the job's, or `__scrape_timeout__` as
+    /// relabeling left it; never longer than `interval`.
+    pub timeout: Duration,
 }
 
 impl Target {
@@ -109,6 +116,8 @@ fn build(job: &Job, groups: &[StaticConfig]) -> Built {
                 ("__address__", address.clone()),
                 ("__scheme__", scheme_name(config.scheme).to_string()),
                 ("__metrics_path__", config.metrics_path.clone()),
+                ("__scrape_interval__", PromDuration(job.interval).to_string()),
+                ("__scrape_timeout__", PromDuration(job.timeout).to_string()),
                 ("job", config.job_name.clone()),
             ];
             for (name, value) in defaults {
@@ -123,7 +132,7 @@ fn build(job: &Job, groups: &[StaticConfig]) -> Built {
                 built.dropped += 1;
                 continue;
             };
-            let target = match finish_target(labels) {
+            let target = match finish_target(labels, job) {
                 Ok(target) => target,
                 Err(reason) => {
                     built.skipped.push(reason);
@@ -163,10 +172,33 @@ fn scheme_name(scheme: Scheme) -> &'static str {
 }
 
 /// Turns relabeled labels into a target: URL from the `__` labels, `instance` defaulted,
-/// `__` labels removed. `None` without an address.
+/// `__` labels removed, interval and timeout from `__scrape_interval__`/`__scrape_timeout__`.
 /// The target relabeling left: the scheme's default port added to a port-less
 /// `__address__`, which must then be `host:port`. Errors say why the target is skipped.
-fn finish_target(mut labels: Labels) -> Result<Target, String> {
+fn finish_target(mut labels: Labels, job: &Job) -> Result<Target, String> {
+    // Per-target interval and timeout, as Prometheus 2.42's PopulateLabels reads them.
+    let duration = |label: &str, default: Duration| -> Result<Duration, String> {
+        match labels.get(label) {
+            None => Ok(default),
+            Some(text) => epicenter_config::parse_duration(text)
+                .map_err(|reason| format!("after relabeling: {label} '{text}': {reason}")),
+        }
+    };
+    let interval = duration("__scrape_interval__", job.interval)?;
+    let timeout = duration("__scrape_timeout__", job.timeout)?;
+    if interval.is_zero() {
+        return Err("after relabeling: __scrape_interval__ cannot be 0".to_string());
+    }
+    if timeout.is_zero() {
+        return Err("after relabeling: __scrape_timeout__ cannot be 0".to_string());
+    }
+    if timeout > interval {
+        return Err(format!(
+            "after relabeling: __scrape_timeout__ {} is longer than __scrape_interval__ {}",
+            PromDuration(timeout),
+            PromDuration(interval)
+        ));
+    }
     let scheme = labels.get("__scheme__").cloned().unwrap_or_else(|| "http".to_string());
     let listed = labels.get("__address__").ok_or("relabeling left no __address__")?;
     let address = with_default_port(listed, &scheme);
@@ -189,8 +221,11 @@ fn finish_target(mut labels: Labels) -> Result<Target, String> {
     }
     labels.entry("instance".to_string()).or_insert(address);
     labels.retain(|name, _| !name.starts_with("__"));
-    let job = labels.get("job").cloned().unwrap_or_default();
+    let job_name = labels.get("job").cloned().unwrap_or_default();
     let mut identity_text = url.clone();
+    if (interval, timeout) != (job.interval, job.timeout) {
+        identity_text.push_str(&format!("\u{0}{interval:?}\u{0}{timeout:?}"));
+    }
     for (name, value) in &labels {
         identity_text.push('\u{0}');
         identity_text.push_str(name);
@@ -198,10 +233,12 @@ fn finish_target(mut labels: Labels) -> Result<Target, String> {
         identity_text.push_str(value);
     }
     Ok(Target {
-        job,
+        job: job_name,
         url,
         labels,
         identity: fnv1a(identity_text.as_bytes()),
+        interval,
+        timeout,
     })
 }
 
@@ -220,7 +257,8 @@ fn url_escape(text: &str) -> String {
 /// One target's health, as `/api/v1/targets` reports it (the `activeTargets` fields of
 /// Prometheus's HTTP API): `labels`, `scrapePool` (the job), `scrapeUrl`, `health` (`up`,
 /// `down`, `unknown` before the first scrape), `lastError`, `lastScrape` (RFC 3339) and
-/// `lastScrapeDuration` (seconds).
+/// `lastScrapeDuration` (seconds), `scrapeInterval` and `scrapeTimeout` (Prometheus durations,
+/// `15s`).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TargetStatus {
@@ -231,6 +269,8 @@ pub struct TargetStatus {
     last_error: String,
     last_scrape: Option<String>,
     last_scrape_duration: f64,
+    scrape_interval: String,
+    scrape_timeout: String,
 }
 
 /// Counts of targets by health ([`TargetRegistry::health`]).
@@ -277,6 +317,8 @@ impl TargetRegistry {
             last_error: String::new(),
             last_scrape: None,
             last_scrape_duration: 0.0,
+            scrape_interval: PromDuration(target.interval).to_string(),
+            scrape_timeout: PromDuration(target.timeout).to_string(),
         };
         self.lock().insert(target.identity, status);
     }
@@ -367,6 +409,43 @@ mod tests {
 
     fn job(yaml: &str) -> Job {
         crate::config::jobs_from_yaml(yaml).unwrap().remove(0)
+    }
+
+    #[test]
+    fn relabeling_sets_a_target_s_own_interval_and_timeout_as_in_prometheus() {
+        // One target slowed to 1m by its label; the other keeps the job's 15s/10s; a third
+        // whose timeout would pass its interval is skipped, as Prometheus skips it.
+        let job = job("scrape_configs:
+  - job_name: mixed
+    scrape_interval: 15s
+    scrape_timeout: 10s
+    static_configs:
+      - targets: ['10.0.0.1:9100']
+        labels: {__tier: slow}
+      - targets: ['10.0.0.2:9100']
+      - targets: ['10.0.0.3:9100']
+        labels: {__tier: broken}
+    relabel_configs:
+      - {source_labels: [__tier], regex: slow, target_label: __scrape_interval__, replacement: 1m}
+      - {source_labels: [__tier], regex: broken, target_label: __scrape_timeout__, replacement: 30s}
+      - {source_labels: [__scrape_interval__], target_label: every}
+");
+        let (targets, dropped) = targets_for_job(&job);
+        assert_eq!(dropped, 1);
+        let by_instance: BTreeMap<&str, &Target> = targets.iter().map(|target| (target.instance(), target)).collect();
+        let slow = by_instance["10.0.0.1:9100"];
+        assert_eq!(
+            (slow.interval, slow.timeout),
+            (Duration::from_secs(60), Duration::from_secs(10))
+        );
+        assert_eq!(slow.labels["every"], "1m");
+        let plain = by_instance["10.0.0.2:9100"];
+        assert_eq!(
+            (plain.interval, plain.timeout),
+            (Duration::from_secs(15), Duration::from_secs(10))
+        );
+        assert_eq!(plain.labels["every"], "15s");
+        assert!(!by_instance.contains_key("10.0.0.3:9100"));
     }
 
     #[test]

@@ -244,7 +244,6 @@ pub(crate) fn start_alertmanager(
     hook: &str,
     guard: &mut Guard,
 ) -> u16 {
-    let port = free_port();
     std::fs::write(
         dir.join("alertmanager.yml"),
         format!(
@@ -252,18 +251,31 @@ pub(crate) fn start_alertmanager(
         ),
     )
     .unwrap();
-    guard.keep(spawn(
-        Command::new(binary)
-            .arg(format!("--config.file={}", dir.join("alertmanager.yml").display()))
-            .arg(format!("--storage.path={}", dir.join("am-data").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--cluster.listen-address=")
-            .arg(format!("--web.external-url=http://127.0.0.1:{port}"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null()),
-    ));
-    assert!(wait_port(port, Duration::from_secs(10)), "alertmanager did not start");
-    port
+    // A busy machine may start it slowly, and a free port may be taken before it binds:
+    // up to three ports, 30 s each, its own log shown if all fail.
+    let log = dir.join("alertmanager.log");
+    for _ in 0..3 {
+        let port = free_port();
+        let index = guard.keep(spawn(
+            Command::new(binary)
+                .arg(format!("--config.file={}", dir.join("alertmanager.yml").display()))
+                .arg(format!("--storage.path={}", dir.join("am-data").display()))
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .arg("--cluster.listen-address=")
+                .arg(format!("--web.external-url=http://127.0.0.1:{port}"))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap()),
+        ));
+        if wait_port(port, Duration::from_secs(30)) {
+            return port;
+        }
+        let _ = guard.0[index].kill();
+        let _ = guard.0[index].wait();
+    }
+    panic!(
+        "alertmanager did not start on three ports:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
 }
 
 /// Writes `config` (epicenter YAML) into `dir`, starts `epicenter run` with it (log in
