@@ -304,9 +304,12 @@ pub(crate) fn start_epicenter_with(
             .stderr(log),
     ));
     let port = api.rsplit_once(':').unwrap().1.parse().unwrap();
+    // Generous: on a machine busy writing a build back to disk, loading the embedded engine
+    // (a 169 MiB library) took more than 30 s in CI once, with nothing logged yet.
     assert!(
-        wait_port(port, Duration::from_secs(30)),
-        "epicenter run did not serve {api}"
+        wait_port(port, Duration::from_secs(120)),
+        "epicenter run did not serve {api} within 120 s; its log:\n{}",
+        std::fs::read_to_string(dir.join("epicenter.log")).unwrap_or_default()
     );
 }
 
