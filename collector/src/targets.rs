@@ -179,7 +179,10 @@ fn finish_target(mut labels: Labels, job: &Job) -> Result<Target, String> {
     // Per-target interval and timeout, as Prometheus 2.42's PopulateLabels reads them.
     let duration = |label: &str, default: Duration| -> Result<Duration, String> {
         match labels.get(label) {
+            // The job's own value, as written into the label: kept exactly (the label holds
+            // whole milliseconds; a sped-up simulation's interval may not).
             None => Ok(default),
+            Some(text) if *text == PromDuration(default).to_string() => Ok(default),
             Some(text) => epicenter_config::parse_duration(text)
                 .map_err(|reason| format!("after relabeling: {label} '{text}': {reason}")),
         }
