@@ -625,12 +625,16 @@ impl Detector {
             }
             if confirmed || self.open.is_some() {
                 // An open verdict keeps its kind while the same instance leads: recovery
-                // (a restarted node's reconnections, say) must not rename the failure.
+                // (a restarted node's reconnections, say) must not rename the failure. It
+                // only sharpens: a `slow_node` or `unknown` verdict becomes `node_hang` or
+                // `node_loss` once the node's own availability is seen lost (a hung node's
+                // callers wait a round before its exporter's scrape times out).
                 let kept = self.open.as_ref().and_then(|open| {
                     let same = leader
                         .as_ref()
                         .is_some_and(|leader| open.instances.first() == Some(&leader.instance));
-                    (same && open.kind != "dc_degradation").then(|| open.kind.clone())
+                    let sharpened = kind.as_deref().is_some_and(|new| sharpens(&open.kind, new));
+                    (same && open.kind != "dc_degradation" && !sharpened).then(|| open.kind.clone())
                 });
                 let kind = kept.or(kind).unwrap_or_else(|| "unknown".to_string());
                 let mut verdict = self.verdict(assessment, kind);
@@ -830,6 +834,13 @@ impl Detector {
             opened_ms: assessment.time_ms,
         }
     }
+}
+
+/// Whether an open verdict of kind `open` is renamed `new` while its instance still leads:
+/// only a vaguer kind (`slow_node`, `unknown`) gives way to a lost node (`node_hang`,
+/// `node_loss`); every other rename waits for a new verdict.
+fn sharpens(open: &str, new: &str) -> bool {
+    matches!(open, "slow_node" | "unknown") && matches!(new, "node_hang" | "node_loss")
 }
 
 #[cfg(test)]
@@ -1055,5 +1066,36 @@ mod tests {
         detector.set_behind(false);
         let taken = round(&mut detector, "r1");
         assert_eq!(taken.verdict.as_ref().unwrap().instances, ["r1"], "{taken:?}");
+    }
+
+    /// A hung cache node's callers wait before its own exporter's scrape times out: the
+    /// verdict may open as `slow_node` and becomes `node_hang` when `up` is lost, and a lost
+    /// node's verdict never goes back to `slow_node` while the node leads.
+    #[test]
+    fn a_slow_node_verdict_sharpens_to_a_lost_node_and_never_back() {
+        let mut detector = detector();
+        detector.roles.insert("r2".into(), BTreeSet::from([Role::Cache]));
+        let waiting = |instance: &str| anomaly(instance, Class::Saturation, Some("r2"), 0);
+        let up_lost = Anomaly {
+            metric: "up".into(),
+            ..anomaly("r2", Class::Availability, None, 0)
+        };
+        let mut round = |detector: &mut Detector, anomalies: Vec<Anomaly>| {
+            let mut assessment = ranked(detector, anomalies);
+            detector.lifecycle(&mut assessment);
+            assessment.verdict.map(|verdict| (verdict.instances, verdict.kind))
+        };
+        let callers = || vec![waiting("b1"), waiting("b2"), waiting("b3")];
+        assert_eq!(round(&mut detector, callers()), None);
+        let slow = Some((vec!["r2".to_string()], "slow_node".to_string()));
+        assert_eq!(round(&mut detector, callers()), slow);
+        let hang = Some((vec!["r2".to_string()], "node_hang".to_string()));
+        let mut with_up = callers();
+        with_up.push(up_lost.clone());
+        assert_eq!(round(&mut detector, with_up), hang);
+        // The exporter answers again while the callers still wait: the kind stays.
+        assert_eq!(round(&mut detector, callers()), hang);
+        assert!(sharpens("unknown", "node_loss") && !sharpens("node_loss", "slow_node"));
+        assert!(!sharpens("cold_start", "node_hang") && !sharpens("node_hang", "node_loss"));
     }
 }
