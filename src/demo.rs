@@ -7,9 +7,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
+use epicenter_collector::scrape::Clock;
 use epicenter_eval::demo::{
     collector_config, first_verdict_after, ground_truth_query, opened_verdicts_query, scrapes_by_service_query,
-    suggested_queries, truth_reached, truth_rows, Mark, OpenedVerdict, Timeline,
+    simulated_start_ms, suggested_queries, truth_reached, truth_rows, Mark, OpenedVerdict, Timeline,
 };
 use epicenter_fleet::scenario::Scenario;
 use epicenter_fleet::truth::Truth;
@@ -54,14 +55,19 @@ pub(crate) fn run(args: &DemoArgs) -> ExitCode {
         Err(code) => return code,
     };
     let (stop_fleet, fleet_shutdown) = watch::channel(false);
-    let start_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_millis() as i64 / 1000 * 1000);
+    let wall_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_millis() as i64)
+    };
+    let wall_start_ms = wall_ms() / 1000 * 1000;
+    // One time line: the simulation ends when the run does, so nothing lies ahead of now.
+    let start_ms = simulated_start_ms(wall_start_ms, scenario.duration.0, scenario.speed);
     let data = match epicenter_eval::demo::store_folder(
         args.data.as_deref(),
         std::path::Path::new("demo-data"),
         &scenario.name,
-        start_ms,
+        wall_start_ms,
     ) {
         Ok(data) => data,
         Err(message) => {
@@ -69,6 +75,13 @@ pub(crate) fn run(args: &DemoArgs) -> ExitCode {
             return ExitCode::from(crate::config::EXIT_CONFIG);
         }
     };
+    // The store opens before the fleet's clock starts: loading the engine takes seconds,
+    // minutes of simulated time the collector would otherwise miss.
+    let store = match crate::open::store_config(None, Some(&data)).and_then(|config| open_store(&config, &runtime)) {
+        Ok(store) => store,
+        Err(code) => return code,
+    };
+    let fleet_started_ms = wall_ms();
     let fleet = match runtime.block_on(epicenter_fleet::serve::start(&scenario, start_ms, fleet_shutdown)) {
         Ok(fleet) => fleet,
         Err(error) => {
@@ -88,10 +101,6 @@ pub(crate) fn run(args: &DemoArgs) -> ExitCode {
             eprintln!("error: internal: the demo's collector configuration is invalid:\n{yaml}");
             return ExitCode::from(1);
         }
-    };
-    let store = match open_store(&config, &runtime) {
-        Ok(store) => store,
-        Err(code) => return code,
     };
     let truth = fleet.ground_truth();
     let wall_seconds = scenario.duration.0.as_secs_f64() / scenario.speed;
@@ -134,7 +143,14 @@ pub(crate) fn run(args: &DemoArgs) -> ExitCode {
     } else {
         Some(Duration::from_secs_f64(wall_seconds) + wall_interval * 2)
     };
-    let code = runtime.block_on(crate::serve::serve(config, jobs, store.clone(), run_for, false));
+    // Scrapes are stamped with the fleet's clock, as its samples are.
+    let clock = Clock::Simulated {
+        wall_start_ms: fleet_started_ms,
+        start_ms,
+        speed: scenario.speed,
+        end_ms: start_ms + scenario.duration.0.as_millis() as i64,
+    };
+    let code = runtime.block_on(crate::serve::serve(config, jobs, store.clone(), run_for, false, clock));
     let _ = stop_fleet.send(true);
     timeline.abort();
     // Only faults that started before the run stopped happened; one cut short ends there.

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
+use epicenter_collector::scrape::Clock;
 use epicenter_config::parse_duration;
 
 use crate::config::EXIT_CONFIG;
@@ -47,5 +48,12 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         Ok(store) => store,
         Err(code) => return code,
     };
-    runtime.block_on(crate::serve::serve(config, jobs, store, args.run_for, true))
+    runtime.block_on(crate::serve::serve(
+        config,
+        jobs,
+        store,
+        args.run_for,
+        true,
+        Clock::Wall,
+    ))
 }

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use epicenter_collector::config::Job;
 use epicenter_collector::job::run_job;
-use epicenter_collector::scrape::{ScrapeContext, Scraper};
+use epicenter_collector::scrape::{Clock, ScrapeContext, Scraper};
 use epicenter_collector::targets::{targets_for_job, TargetRegistry};
 use epicenter_detector::live::{self, Batch, Round};
 use epicenter_oncall::{AlertSource, Notifiers};
@@ -39,13 +39,15 @@ const DETECTOR_QUEUE: usize = 4096;
 const ROUND_QUEUE: usize = 16;
 
 /// Scrapes `jobs` into `store` until `run_for` passes or a signal comes, serving epicenter's
-/// own endpoints and running the detector; flushes before returning.
+/// own endpoints and running the detector; flushes before returning. Scrapes are stamped
+/// by `clock` (the wall clock, or a demo fleet's simulated one).
 pub(crate) async fn serve(
     config: Config,
     jobs: Vec<Job>,
     store: Store,
     run_for: Option<Duration>,
     live_status: bool,
+    clock: Clock,
 ) -> ExitCode {
     let mut signals = crate::signals::StopSignals::listen();
     // One HTTP client per job: each job may have its own tls_config and proxy.
@@ -72,6 +74,7 @@ pub(crate) async fn serve(
     let context = Arc::new(ScrapeContext {
         placement: config.placement.clone(),
         external_labels: config.global.external_labels.clone(),
+        clock,
     });
     let (sender, scraped) = mpsc::channel::<ScrapeOutcome>(OUTCOME_QUEUE);
     let (to_writer, inbox) = mpsc::channel::<ScrapeOutcome>(OUTCOME_QUEUE);

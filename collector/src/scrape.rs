@@ -63,12 +63,70 @@ struct CacheEntry {
 }
 
 /// Settings shared by every scrape of a collector.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ScrapeContext {
     /// Placement label names.
     pub placement: PlacementConfig,
     /// `global.external_labels`.
     pub external_labels: Labels,
+    /// Where a scrape's own time (the `scrapes` row, the synthetic `up` and `scrape_*`
+    /// samples, and samples without a timestamp) comes from: the wall clock, or a
+    /// simulation's.
+    pub clock: Clock,
+}
+
+/// The time a scrape is stamped with, in milliseconds since the epoch.
+///
+/// A collector of real targets reads the wall clock. A simulated fleet
+/// (`epicenter demo`) runs faster than the wall clock and stamps its samples with its own
+/// time; stamping its scrapes with the same time keeps one time line in the store (the
+/// `scrapes` rows, `up` and the samples of a scrape agree).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Clock {
+    /// The system's wall clock.
+    #[default]
+    Wall,
+    /// A simulation's clock: `start_ms` at wall time `wall_start_ms`, advancing `speed`
+    /// simulated milliseconds per wall millisecond until it reaches `end_ms`, then at the wall
+    /// clock's pace (a simulation that holds still at its end goes on being scraped).
+    Simulated {
+        /// Wall time the simulation started, ms since the epoch.
+        wall_start_ms: i64,
+        /// Simulated time at `wall_start_ms`, ms since the epoch.
+        start_ms: i64,
+        /// Simulated seconds per wall second (> 0).
+        speed: f64,
+        /// Simulated time the simulation ends, ms since the epoch (>= `start_ms`).
+        end_ms: i64,
+    },
+}
+
+impl Clock {
+    /// The clock's time now, ms since the epoch.
+    pub fn now_ms(&self) -> i64 {
+        self.at(now_ms())
+    }
+
+    /// The clock's time when the wall clock reads `wall_ms`.
+    pub fn at(&self, wall_ms: i64) -> i64 {
+        match *self {
+            Clock::Wall => wall_ms,
+            Clock::Simulated {
+                wall_start_ms,
+                start_ms,
+                speed,
+                end_ms,
+            } => {
+                let speed = if speed > 0.0 { speed } else { 1.0 };
+                let wall_end_ms = wall_start_ms + ((end_ms - start_ms) as f64 / speed).round() as i64;
+                if wall_ms < wall_end_ms {
+                    start_ms + ((wall_ms - wall_start_ms) as f64 * speed).round() as i64
+                } else {
+                    end_ms + (wall_ms - wall_end_ms)
+                }
+            }
+        }
+    }
 }
 
 /// Why a scrape failed.
@@ -183,7 +241,7 @@ impl Scraper {
         context: &ScrapeContext,
         state: &mut TargetState,
     ) -> ScrapeOutcome {
-        let started_ms = now_ms();
+        let started_ms = context.clock.now_ms();
         let started = Instant::now();
         let fetched = tokio::time::timeout(target.timeout, self.fetch(target, job)).await;
         let body = match fetched {
@@ -592,6 +650,25 @@ mod tests {
     use epicenter_store::rows::fnv1a;
 
     use super::*;
+
+    /// A 20x simulation of 600 s started at wall 1,000 s with its clock at 400 s: 30 wall
+    /// seconds in it reads 1,000 s (its end), and afterwards it follows the wall clock.
+    #[test]
+    fn a_simulated_clock_runs_fast_until_its_end_then_at_the_wall_pace() {
+        let clock = Clock::Simulated {
+            wall_start_ms: 1_000_000,
+            start_ms: 400_000,
+            speed: 20.0,
+            end_ms: 1_000_000,
+        };
+        assert_eq!(clock.at(1_000_000), 400_000);
+        assert_eq!(clock.at(1_001_500), 430_000);
+        assert_eq!(clock.at(1_030_000), 1_000_000);
+        assert_eq!(clock.at(1_045_000), 1_015_000);
+        assert_eq!(Clock::Wall.at(1_234), 1_234);
+        let wall = Clock::Wall.now_ms();
+        assert!(wall > 1_700_000_000_000, "{wall}");
+    }
 
     #[test]
     fn clashing_labels_are_exported_unless_honored() {

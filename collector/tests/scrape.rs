@@ -174,6 +174,7 @@ fn context() -> ScrapeContext {
     ScrapeContext {
         placement: PlacementConfig::default(),
         external_labels,
+        clock: Default::default(),
     }
 }
 

@@ -1080,7 +1080,7 @@ mod tests {
             metric: "up".into(),
             ..anomaly("r2", Class::Availability, None, 0)
         };
-        let mut round = |detector: &mut Detector, anomalies: Vec<Anomaly>| {
+        let round = |detector: &mut Detector, anomalies: Vec<Anomaly>| {
             let mut assessment = ranked(detector, anomalies);
             detector.lifecycle(&mut assessment);
             assessment.verdict.map(|verdict| (verdict.instances, verdict.kind))

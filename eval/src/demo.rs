@@ -248,6 +248,23 @@ pub fn suggested_queries(kind: &str, scenario: &str) -> Vec<String> {
     ]
 }
 
+/// The simulated clock's start for a demo begun at wall time `wall_start_ms` that simulates
+/// `duration` at `speed` simulated seconds per wall second: early enough that the
+/// simulation ends when its run does (`duration / speed` after `wall_start_ms`), so its
+/// samples never lie ahead of the wall clock and a finished demo's store answers "the last
+/// 10 minutes" as a live one would. Milliseconds since the epoch, whole seconds (the fleet
+/// steps once per simulated second); `wall_start_ms` itself at `speed` 1 or below.
+pub fn simulated_start_ms(wall_start_ms: i64, duration: Duration, speed: f64) -> i64 {
+    let simulated_ms = duration.as_millis() as f64;
+    let wall_ms = if speed > 1.0 {
+        simulated_ms / speed
+    } else {
+        simulated_ms
+    };
+    let start_ms = wall_start_ms - (simulated_ms - wall_ms).round() as i64;
+    start_ms.div_euclid(1000) * 1000
+}
+
 /// The run's store folder: `--data` when it is new or empty, else a fresh
 /// `<root>/<scenario>-<UTC start, 20261202T001204Z>` (`-2`, `-3`, … when that exists; `root`
 /// is `demo-data`), created on the spot. A `--data` folder holding anything is refused.
@@ -443,5 +460,16 @@ mod tests {
         folders.dedup();
         assert_eq!(folders.len(), 8, "{folders:?}");
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// A 12-minute scenario at 20x runs 36 s: its clock starts 11 min 24 s before the
+    /// wall clock and meets it at the end; at 1x it is the wall clock.
+    #[test]
+    fn the_simulated_clock_ends_with_the_run() {
+        let wall = 1_796_300_000_000;
+        let start = simulated_start_ms(wall, Duration::from_secs(720), 20.0);
+        assert_eq!(start, wall - 684_000);
+        assert_eq!(start + 720_000, wall + 36_000);
+        assert_eq!(simulated_start_ms(wall + 300, Duration::from_secs(720), 1.0), wall);
     }
 }
