@@ -26,6 +26,12 @@ pub const QUERY_LIMITS: [&str; 3] = [
     "SET max_result_bytes = 536870912",
 ];
 
+/// Settings a reader gets before it is made read-only: ClickHouse's time-series aggregate
+/// functions (`timeSeriesRateToGrid`, `timeSeriesIncreaseToGrid`, `timeSeriesDeltaToGrid`,
+/// `timeSeriesResampleToGridWithStaleness`, …; ClickHouse 25.8+, experimental in 26.7), the
+/// counter rates and increases with resets that docs/investigation.md builds on.
+pub const READER_SETTINGS: [&str; 1] = ["SET allow_experimental_time_series_aggregate_functions = 1"];
+
 /// The embedded store: chDB on a data directory, holding one database.
 #[derive(Debug)]
 pub struct EmbeddedStore {
@@ -85,10 +91,17 @@ impl EmbeddedStore {
     /// Makes the connection read-only from now on, with the engine's own `readonly = 1`
     /// setting (it cannot be undone on this connection): statements that write, change
     /// settings or call table functions (`file`, `url`, `remote`, …) are refused with
-    /// `Code: 164 … (READONLY)`.
+    /// `Code: 164 … (READONLY)`. Before that it enables [`READER_SETTINGS`] (the
+    /// `timeSeries*ToGrid` functions), which a read-only connection could not.
     pub fn set_read_only(&self) -> Result<(), ChdbError> {
-        self.with_chdb(|chdb| chdb.query("SET readonly = 1", "TabSeparated"))
-            .map(|_| ())
+        self.with_chdb(|chdb| {
+            for setting in READER_SETTINGS {
+                // On a connection already read-only this is refused, and already set.
+                let _ = chdb.query(setting, "TabSeparated");
+            }
+            chdb.query("SET readonly = 1", "TabSeparated")
+        })
+        .map(|_| ())
     }
 
     /// Runs a query with `database` as the current database (for the HTTP interface's

@@ -131,12 +131,40 @@ pub fn statements(database: &str, retention: Duration) -> Vec<String> {
         // replayed after a crash is stored once.
         format!("ALTER TABLE {database}.samples MODIFY SETTING non_replicated_deduplication_window = {DEDUPLICATION_WINDOW}"),
         format!("ALTER TABLE {database}.scrapes MODIFY SETTING non_replicated_deduplication_window = {DEDUPLICATION_WINDOW}"),
+        // The histogram quantile the cookbook builds on (docs/investigation.md); functions
+        // are the server's, not the database's, so their names carry `epicenter`.
+        BUCKET_QUANTILE.to_string(),
+        HISTOGRAM_QUANTILE.to_string(),
         format!(
             "INSERT INTO {database}.schema_version (version)
              SELECT {SCHEMA_VERSION} WHERE {SCHEMA_VERSION} NOT IN (SELECT version FROM {database}.schema_version)"
         ),
     ]
 }
+
+/// `epicenterBucketQuantile(q, bounds, counts)`: the `q`-quantile (0..1) of a Prometheus
+/// histogram from its buckets' upper bounds (`le`, ascending, the last `+Inf`) and their
+/// cumulative counts (increases over a window, or totals), the way PromQL's
+/// `histogram_quantile` computes it (prometheus/promql/quantile.go, `bucketQuantile`): linear
+/// interpolation inside the bucket holding rank `q × total`, the first bucket starting at 0,
+/// the `+Inf` bucket answered by the highest finite bound; `nan` without a `+Inf` bucket,
+/// with fewer than two buckets or no observations; `-inf`/`inf` for `q` below 0 or above 1.
+/// Counts are taken as given (PromQL also evens out non-monotonic counts; this does not).
+pub const BUCKET_QUANTILE: &str = "CREATE OR REPLACE FUNCTION epicenterBucketQuantile AS (q, bounds, counts) -> multiIf(
+    q < 0, -inf,
+    q > 1, inf,
+    length(bounds) < 2 OR bounds[-1] != inf OR counts[-1] <= 0, nan,
+    arrayFirstIndex(c -> c >= q * counts[-1], counts) = length(bounds), bounds[-2],
+    arrayFirstIndex(c -> c >= q * counts[-1], counts) = 1 AND bounds[1] <= 0, bounds[1],
+    bounds[arrayFirstIndex(c -> c >= q * counts[-1], counts) - 1]
+        + (bounds[arrayFirstIndex(c -> c >= q * counts[-1], counts)] - bounds[arrayFirstIndex(c -> c >= q * counts[-1], counts) - 1])
+        * (q * counts[-1] - counts[arrayFirstIndex(c -> c >= q * counts[-1], counts) - 1])
+        / (counts[arrayFirstIndex(c -> c >= q * counts[-1], counts)] - counts[arrayFirstIndex(c -> c >= q * counts[-1], counts) - 1]))";
+
+/// `epicenterHistogramQuantile(q, buckets)`: [`BUCKET_QUANTILE`] of `buckets`, an array of
+/// `(upper bound, cumulative count)` tuples in any order, one per bucket (sum the series of
+/// one `le` first), e.g. `groupArray((toFloat64(labels['le']), increase))`.
+pub const HISTOGRAM_QUANTILE: &str = "CREATE OR REPLACE FUNCTION epicenterHistogramQuantile AS (q, buckets) -> epicenterBucketQuantile(q, arrayMap(b -> toFloat64(b.1), arraySort(buckets)), arrayMap(b -> toFloat64(b.2), arraySort(buckets)))";
 
 /// Insert blocks per table whose deduplication tokens are remembered (ClickHouse's
 /// `non_replicated_deduplication_window`). Only the batches in flight when a retry or a crash

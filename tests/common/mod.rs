@@ -472,20 +472,29 @@ pub(crate) fn output_of(program: &std::path::Path, args: &[&str], directory: &st
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// The questions of docs/investigation.md: (heading, SQL), in order.
-pub(crate) fn cookbook_questions() -> Vec<(String, String)> {
+/// The questions of docs/investigation.md: (heading, SQL, the demo scenario whose store it
+/// is asked of), in order. The scenario is `redis-node-loss` unless a
+/// `<!-- store: SCENARIO -->` line under the heading names another.
+pub(crate) fn cookbook_questions() -> Vec<(String, String, String)> {
     let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/investigation.md")).unwrap();
     let mut questions = Vec::new();
     let mut heading = None;
+    let mut store = String::new();
     let mut sql: Option<String> = None;
     for line in page.lines() {
         if let Some(title) = line.strip_prefix("## ") {
             heading = Some(title.to_string());
+            store = "redis-node-loss".to_string();
+        } else if let Some(named) = line
+            .strip_prefix("<!-- store: ")
+            .and_then(|rest| rest.strip_suffix(" -->"))
+        {
+            store = named.to_string();
         } else if line == "```sql" {
             sql = Some(String::new());
         } else if line == "```" {
             if let (Some(title), Some(text)) = (heading.take(), sql.take()) {
-                questions.push((title, text));
+                questions.push((title, text, store.clone()));
             }
         } else if let Some(text) = &mut sql {
             text.push_str(line);
