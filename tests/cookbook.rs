@@ -329,6 +329,7 @@ fn expand(sql: &str, from_ms: i64, to_ms: i64) -> String {
         }
     }
     text = text
+        .replace("$__interval_s", "30")
         .replace("$__fromTime", &format!("toDateTime({})", from_ms / 1000))
         .replace("$__toTime", &format!("toDateTime({})", to_ms / 1000));
     for variable in ["dc", "service", "host"] {
@@ -386,6 +387,7 @@ fn the_dashboards_are_linted_and_every_panel_query_answers_on_its_demo() {
         let scenario = match name.as_str() {
             "beam-mailboxes.json" => "zone-session-loss",
             "deploys-and-warm-up.json" => "backend-cold-start",
+            "pools-and-threads.json" => "db-pool-exhaustion",
             _ => "redis-node-loss",
         };
         let Some(data) = demo_store(scenario) else { return };
@@ -429,6 +431,38 @@ fn the_dashboards_are_linted_and_every_panel_query_answers_on_its_demo() {
         peak("started in range"),
         peak("running before")
     );
+    // The exhausted pools first: dc-2's four backends waiting on db-2-1, and no other pool
+    //    with more than a tenth of their waiters.
+    let waiting = &answers["pools-and-threads.json / \"Pools with the most waiters in the range\""];
+    let top: Vec<(&str, &str)> = waiting[..4]
+        .iter()
+        .map(|row| (row[0].as_str(), row[2].as_str()))
+        .collect();
+    for (instance, pool) in &top {
+        assert!(instance.starts_with("backend-2-") && *pool == "db-2-1", "{waiting:?}");
+    }
+    let most: f64 = waiting[3][3].parse().unwrap();
+    assert!(most > 0.0, "{waiting:?}");
+    assert!(
+        waiting[4..]
+            .iter()
+            .all(|row| row[3].parse::<f64>().unwrap() <= most / 10.0),
+        "{waiting:?}"
+    );
+    // Collector health on the node-loss demo: all 42 targets listed, each scraped many
+    //    times, most failed first (on a busy machine a scrape may time out; the dead node's
+    //    exporter itself goes on answering `redis_up 0`).
+    let failing = &answers["collector-health.json / \"Failing targets and their last error\""];
+    assert_eq!(failing.len(), 42, "{failing:?}");
+    let counts: Vec<(u64, u64)> = failing
+        .iter()
+        .map(|row| (row[2].parse().unwrap(), row[3].parse().unwrap()))
+        .collect();
+    assert!(
+        counts.iter().all(|&(failed, scrapes)| scrapes > 10 && failed < scrapes),
+        "{failing:?}"
+    );
+    assert!(counts.windows(2).all(|pair| pair[0].0 >= pair[1].0), "{failing:?}");
     // The storm panel, summed over the range: every survivor above the dead node.
     let storm = &answers["redis-clients-and-pools.json / \"New connections per Redis node (the storm)\""];
     let mut per_node: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
