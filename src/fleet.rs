@@ -20,7 +20,8 @@ pub(crate) struct FleetArgs {
     speed: Option<f64>,
 
     /// Write the targets as a file_sd file (JSON: `[{targets, labels}]`, labels dc, host,
-    /// service, pod) for Prometheus's or epicenter's `file_sd_configs`.
+    /// service, pod) for Prometheus's or epicenter's `file_sd_configs` (give epicenter
+    /// `placement: {instance_label: pod}` to name the instances by `pod`).
     #[arg(long, value_name = "FILE")]
     targets_file: Option<PathBuf>,
 }

@@ -108,6 +108,7 @@ pub(crate) async fn serve(
         verdicts: std::sync::Mutex::new(VerdictBook::default()),
         graph: std::sync::Mutex::new(None),
         notifiers,
+        store: Some(store.clone()),
     });
     let server = match epicenter_web::start(state.clone(), &config.server, listener, shutdown.clone()) {
         Ok(server) => server,

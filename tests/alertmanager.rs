@@ -45,7 +45,7 @@ fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {
         &dir,
         &api,
         &format!(
-            "global: {{scrape_interval: 500ms, scrape_timeout: 400ms, external_labels: {{region: test-region}}}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}'], refresh_interval: 1s}}]\nstorage:\n  embedded: {{path: '{}'}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\nnotifiers:\n  - {{name: oncall, type: alertmanager, url: 'http://127.0.0.1:{am_port}', resend_interval: 2s}}\n",
+            "global: {{scrape_interval: 500ms, scrape_timeout: 400ms, external_labels: {{region: test-region}}}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}'], refresh_interval: 1s}}]\nstorage:\n  embedded: {{path: '{}'}}\nplacement: {{instance_label: pod}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\nnotifiers:\n  - {{name: oncall, type: alertmanager, url: 'http://127.0.0.1:{am_port}', resend_interval: 2s}}\n",
             targets.display(),
             dir.join("data").display()
         ),
@@ -121,6 +121,18 @@ fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {
     );
     assert!(dom.contains("id=\"sentence\">node loss: redis-2-1"), "{dom}");
     assert!(dom.contains("class=\"edge path\""), "no failure path drawn: {dom}");
+    // The evidence charts have data: the signals' samples around the onset, read from the
+    // store (at 20x, 10 simulated seconds between samples: dozens of points per chart).
+    let charted: Vec<usize> = dom
+        .split("data-points=\"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next()?.parse().ok())
+        .collect();
+    assert!(
+        !charted.is_empty() && charted.iter().filter(|points| **points >= 5).count() * 2 >= charted.len(),
+        "evidence charts without data: {charted:?}\n{dom}"
+    );
+    assert!(dom.contains("<polyline class=\"series\""), "no chart line drawn: {dom}");
     for href in dom.split("href=\"").skip(1).filter_map(|rest| rest.split('"').next()) {
         let status = get_text(&api, href).split(' ').nth(1).unwrap_or_default().to_string();
         assert_eq!(status, "200", "link {href} on the incident page");
@@ -173,7 +185,7 @@ fn a_receiver_down_for_a_minute_loses_nothing_and_delays_no_verdict() {
         &dir,
         &server,
         &format!(
-            "global: {{scrape_interval: 500ms, scrape_timeout: 400ms}}\nserver: {{listen_address: '{server}'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}'], refresh_interval: 1s}}]\nstorage:\n  embedded: {{path: '{}'}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\nnotifiers:\n  - {{name: hook, type: webhook, url: 'http://127.0.0.1:{hook_port}/'}}\n",
+            "global: {{scrape_interval: 500ms, scrape_timeout: 400ms}}\nserver: {{listen_address: '{server}'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}'], refresh_interval: 1s}}]\nstorage:\n  embedded: {{path: '{}'}}\nplacement: {{instance_label: pod}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\nnotifiers:\n  - {{name: hook, type: webhook, url: 'http://127.0.0.1:{hook_port}/'}}\n",
             targets.display(),
             dir.join("data").display()
         ),

@@ -378,7 +378,7 @@ fn run_serves_the_live_verdict_over_http() {
     std::fs::write(
         &config,
         format!(
-            "global: {{scrape_interval: 500ms, scrape_timeout: 400ms}}\nserver: {{listen_address: '{server}'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}']}}]\nstorage:\n  embedded: {{path: '{}'}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\n    - {{caller: gateway, callee: voice, same_dc: true}}\n    - {{caller: voice, callee: media, same_dc: true}}\n",
+            "global: {{scrape_interval: 500ms, scrape_timeout: 400ms}}\nserver: {{listen_address: '{server}'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}']}}]\nstorage:\n  embedded: {{path: '{}'}}\nplacement: {{instance_label: pod}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\n    - {{caller: gateway, callee: voice, same_dc: true}}\n    - {{caller: voice, callee: media, same_dc: true}}\n",
             targets.display(),
             dir.join("data").display()
         ),

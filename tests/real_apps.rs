@@ -76,7 +76,7 @@ fn e2e_a_runaway_mailbox_is_named_with_its_service_and_host() {
     let api = format!("127.0.0.1:{}", free_port());
     // The service is named `presence`: the kind follows the evidence (a mailbox), not a name.
     let config = format!(
-        "global: {{scrape_interval: 1s, scrape_timeout: 800ms}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n{}storage:\n  embedded: {{path: '{}'}}\n",
+        "global: {{scrape_interval: 1s, scrape_timeout: 800ms}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n{}storage:\n  embedded: {{path: '{}'}}\nplacement: {{instance_label: pod}}\n",
         static_job("presence", "presence", &targets),
         dir.join("data").display()
     );
@@ -260,7 +260,7 @@ fn e2e_a_cold_deploy_is_named_on_the_restarted_hosts_only() {
         .collect();
     let api = format!("127.0.0.1:{}", free_port());
     let config = format!(
-        "global: {{scrape_interval: 1s, scrape_timeout: 800ms}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n{}  - job_name: web\n    file_sd_configs: [{{files: ['{}']}}]\nstorage:\n  embedded: {{path: '{}'}}\ndetector:\n  dependencies:\n    - {{caller: web, callee: orders}}\n",
+        "global: {{scrape_interval: 1s, scrape_timeout: 800ms}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n{}  - job_name: web\n    file_sd_configs: [{{files: ['{}']}}]\nstorage:\n  embedded: {{path: '{}'}}\nplacement: {{instance_label: pod}}\ndetector:\n  dependencies:\n    - {{caller: web, callee: orders}}\n",
         static_job("orders", "orders", &targets),
         client_targets.display(),
         dir.join("data").display()

@@ -147,7 +147,7 @@ impl Rig {
             })
             .collect();
         let config = format!(
-            "global: {{scrape_interval: 1s, scrape_timeout: 800ms}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n  - job_name: redis\n    static_configs:\n{static_targets}  - job_name: backend\n    file_sd_configs: [{{files: ['{}']}}]\nstorage:\n  embedded: {{path: '{}'}}\ndetector:\n  dependencies:\n    - {{caller: backend, callee: redis}}\nnotifiers:\n  - {{name: oncall, type: alertmanager, url: 'http://127.0.0.1:{am_port}', resend_interval: 5s}}\n",
+            "global: {{scrape_interval: 1s, scrape_timeout: 800ms}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n  - job_name: redis\n    static_configs:\n{static_targets}  - job_name: backend\n    file_sd_configs: [{{files: ['{}']}}]\nstorage:\n  embedded: {{path: '{}'}}\nplacement: {{instance_label: pod}}\ndetector:\n  dependencies:\n    - {{caller: backend, callee: redis}}\nnotifiers:\n  - {{name: oncall, type: alertmanager, url: 'http://127.0.0.1:{am_port}', resend_interval: 5s}}\n",
             targets.display(),
             dir.join("data").display()
         );

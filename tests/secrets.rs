@@ -260,7 +260,7 @@ fn e2e_fault_7_a_live_run_with_failing_notifiers_shows_no_secret() {
         &api,
         &[("EPICENTER_LOG", "trace")],
         &format!(
-            "global: {{scrape_interval: 500ms, scrape_timeout: 400ms}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}'], refresh_interval: 1s}}]\nstorage:\n  embedded: {{path: '{}'}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\n{}",
+            "global: {{scrape_interval: 500ms, scrape_timeout: 400ms}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}'], refresh_interval: 1s}}]\nstorage:\n  embedded: {{path: '{}'}}\nplacement: {{instance_label: pod}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\n{}",
             targets.display(),
             dir.join("data").display(),
             notifiers(down)

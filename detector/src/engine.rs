@@ -33,7 +33,7 @@ use crate::signal::{Signal, Tuning};
 /// Where an instance runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct InstanceInfo {
-    /// Instance name (the `pod` label, or `instance` when there is none).
+    /// Instance name (the label `placement.instance_label` names, else `instance`).
     pub name: String,
     /// Datacenter.
     pub dc: String,

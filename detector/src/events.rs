@@ -123,6 +123,7 @@ pub fn new_anomaly_rows(assessment: &Assessment, instances: &BTreeMap<String, In
             placement: instances
                 .get(&anomaly.instance)
                 .map(|info| Placement {
+                    instance: info.name.clone(),
                     dc: info.dc.clone(),
                     host: info.host.clone(),
                     service: info.service.clone(),

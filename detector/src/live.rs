@@ -58,16 +58,16 @@ pub fn rule_metrics(rules: &[Rule]) -> HashSet<String> {
     names
 }
 
-/// The part of `outcome` the detector reads: the target (named by its `pod` label, else its
-/// `instance`) and the samples of families in `metrics` ([`rule_metrics`]). `None` for a
-/// scrape without samples.
+/// The part of `outcome` the detector reads: the target (named by its placement's instance,
+/// the label `placement.instance_label` names, else its `instance`) and the samples of
+/// families in `metrics` ([`rule_metrics`]). `None` for a scrape without samples.
 pub fn extract(outcome: &ScrapeOutcome, metrics: &HashSet<String>) -> Option<Batch> {
     let report = &outcome.report;
-    let name = outcome
-        .rows
-        .first()
-        .and_then(|row| row.series.labels.get("pod").cloned())
-        .unwrap_or_else(|| report.instance.clone());
+    let name = if report.placement.instance.is_empty() {
+        report.instance.clone()
+    } else {
+        report.placement.instance.clone()
+    };
     let samples: Vec<(String, BTreeMap<String, String>, f64)> = outcome
         .rows
         .iter()

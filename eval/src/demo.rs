@@ -41,7 +41,7 @@ pub fn collector_config(scenario: &Scenario, served: &[ServedInstance], interval
         }
     }
     yaml.push_str(&format!(
-        "storage:\n  embedded:\n    path: '{}'\nserver:\n  listen_address: 127.0.0.1:0\ndetector:\n  interval: {interval_ms}ms\n  dependencies:\n{}",
+        "storage:\n  embedded:\n    path: '{}'\nserver:\n  listen_address: 127.0.0.1:0\nplacement:\n  instance_label: pod\ndetector:\n  interval: {interval_ms}ms\n  dependencies:\n{}",
         data.display().to_string().replace('\'', "''"),
         crate::scenarios::fleet_dependencies()
             .iter()
@@ -232,13 +232,13 @@ pub fn first_verdict_after(fault: &Truth, opened: &[OpenedVerdict]) -> Option<Fi
 pub fn suggested_queries(kind: &str, scenario: &str) -> Vec<String> {
     let this_run = format!("labels['scenario'] = '{}'", scenario.replace('\'', "''"));
     let specific = match kind {
-        "node_loss" => format!("SELECT labels['pod'] AS node, toStartOfMinute(time) AS minute, max(value) - min(value) AS new_connections FROM samples WHERE metric = 'redis_connections_received_total' AND {this_run} GROUP BY node, minute ORDER BY minute, node"),
+        "node_loss" => format!("SELECT instance AS node, toStartOfMinute(time) AS minute, max(value) - min(value) AS new_connections FROM samples WHERE metric = 'redis_connections_received_total' AND {this_run} GROUP BY node, minute ORDER BY minute, node"),
         "slow_node" => format!("SELECT labels['name'] AS redis_node, round(avg(value), 2) AS active_connections FROM samples WHERE metric = 'commons_pool2_num_active_objects' AND {this_run} GROUP BY redis_node ORDER BY active_connections DESC"),
-        "cold_start" => format!("SELECT labels['pod'] AS pod, max(value) AS longest_gc_pause_seconds FROM samples WHERE metric = 'jvm_gc_pause_seconds_max' AND {this_run} GROUP BY pod ORDER BY longest_gc_pause_seconds DESC LIMIT 5"),
+        "cold_start" => format!("SELECT instance AS pod, max(value) AS longest_gc_pause_seconds FROM samples WHERE metric = 'jvm_gc_pause_seconds_max' AND {this_run} GROUP BY pod ORDER BY longest_gc_pause_seconds DESC LIMIT 5"),
         "slow_database" => format!("SELECT labels['pool'] AS pool, max(value) AS pending_threads FROM samples WHERE metric = 'hikaricp_connections_pending' AND {this_run} GROUP BY pool ORDER BY pending_threads DESC"),
         "retry_storm" => format!("SELECT dc, labels['code'] AS code, max(value) - min(value) AS requests FROM samples WHERE metric = 'http_requests_total' AND {this_run} GROUP BY dc, code ORDER BY dc, code"),
         "dc_degradation" => format!("SELECT dc AS caller_dc, labels['remote'] AS remote, round(1000 * (maxIf(value, metric LIKE '%_sum') - minIf(value, metric LIKE '%_sum')) / (maxIf(value, metric LIKE '%_count') - minIf(value, metric LIKE '%_count')), 2) AS mean_command_ms FROM samples WHERE metric IN ('lettuce_command_completion_seconds_sum', 'lettuce_command_completion_seconds_count') AND {this_run} GROUP BY caller_dc, remote ORDER BY mean_command_ms DESC LIMIT 10"),
-        "session_loss" => format!("SELECT labels['pod'] AS pod, toStartOfMinute(time) AS minute, max(value) AS voice_state_sup_mailbox FROM samples WHERE metric = 'erlang_vm_process_message_queue_len' AND labels['registered_name'] = 'voice_state_sup' AND {this_run} GROUP BY pod, minute ORDER BY minute, pod"),
+        "session_loss" => format!("SELECT instance AS pod, toStartOfMinute(time) AS minute, max(value) AS voice_state_sup_mailbox FROM samples WHERE metric = 'erlang_vm_process_message_queue_len' AND labels['registered_name'] = 'voice_state_sup' AND {this_run} GROUP BY pod, minute ORDER BY minute, pod"),
         _ => format!("SELECT service, count(DISTINCT metric) AS metrics, count() AS samples FROM samples WHERE {this_run} GROUP BY service ORDER BY service"),
     };
     vec![

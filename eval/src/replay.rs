@@ -38,12 +38,13 @@ pub fn samples_query(rules: &[Rule], from_ms: Option<i64>, to_ms: Option<i64>) -
         conditions.push(format!("time <= fromUnixTimestamp64Milli({to})"));
     }
     format!(
-        "SELECT toUnixTimestamp64Milli(time) AS t, metric, labels, value, dc, host, service FROM samples WHERE {} ORDER BY t",
+        "SELECT toUnixTimestamp64Milli(time) AS t, metric, labels, value, instance, dc, host, service FROM samples WHERE {} ORDER BY t",
         conditions.join(" AND ")
     )
 }
 
-/// Feeds `rows` (JSONEachRow of t, metric, labels, value, dc, host, service) to a fresh
+/// Feeds `rows` (JSONEachRow of t, metric, labels, value, instance, dc, host, service; the
+/// `instance` column is the placement's instance, as the live detector names it) to a fresh
 /// detector, one round per scrape interval, and returns the verdict events.
 pub fn replay(rows: &str, rules: Vec<Rule>, dependencies: Vec<Dependency>) -> Vec<VerdictEvent> {
     #[derive(serde::Deserialize)]
@@ -52,6 +53,8 @@ pub fn replay(rows: &str, rules: Vec<Rule>, dependencies: Vec<Dependency>) -> Ve
         metric: String,
         labels: BTreeMap<String, String>,
         value: f64,
+        #[serde(default)]
+        instance: String,
         dc: String,
         host: String,
         service: String,
@@ -67,12 +70,11 @@ pub fn replay(rows: &str, rules: Vec<Rule>, dependencies: Vec<Dependency>) -> Ve
             .as_i64()
             .or_else(|| row.t.as_str().and_then(|t| t.parse().ok()))
             .unwrap_or(0);
-        let name = row
-            .labels
-            .get("pod")
-            .or_else(|| row.labels.get("instance"))
-            .cloned()
-            .unwrap_or_default();
+        let name = if row.instance.is_empty() {
+            row.labels.get("instance").cloned().unwrap_or_default()
+        } else {
+            row.instance.clone()
+        };
         let entry = scrapes.entry((time, name.clone())).or_insert_with(|| {
             (
                 InstanceInfo {

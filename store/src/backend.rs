@@ -240,6 +240,21 @@ impl Store {
         }
     }
 
+    /// Runs a query from async code and returns its output in `format`: on the blocking pool
+    /// for the embedded engine, over HTTP for a server. Errors as [`Store::query`].
+    pub async fn fetch(&self, sql: String, format: &'static str) -> Result<Vec<u8>, String> {
+        match self {
+            Store::Embedded(store) => {
+                let store = store.clone();
+                tokio::task::spawn_blocking(move || store.query(&sql, format))
+                    .await
+                    .map_err(|error| error.to_string())?
+                    .map_err(|error| error.to_string())
+            }
+            Store::Server(store) => store.query(&sql, format).await.map_err(|error| error.to_string()),
+        }
+    }
+
     /// Where the store is, for a person: `the embedded store at ./data`, or the server's URL
     /// and database (never its password).
     pub fn describe(&self, config: &StorageConfig) -> String {

@@ -428,11 +428,18 @@ fn default_max_age() -> PromDuration {
     PromDuration(Duration::from_secs(5))
 }
 
-/// `placement`: which labels say where a series runs (the `dc`, `host` and `service` columns,
-/// and the detector's datacenter, host and service).
+/// `placement`: which labels say which instance a series belongs to and where it runs (the
+/// `instance`, `dc`, `host` and `service` columns of every table, and the detector's instance,
+/// datacenter, host and service).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlacementConfig {
+    /// Label naming the instance: the identity of a process in every table (`samples`,
+    /// `scrapes`, `anomalies`, `verdicts`) and in the detector's verdicts. Default
+    /// `instance` (Prometheus's scraped address); `pod` on Kubernetes, or whatever label
+    /// names the process. A series without the label falls back to `instance`.
+    #[serde(default = "default_instance_label")]
+    pub instance_label: String,
     /// Label naming the datacenter. Default `dc`.
     #[serde(default = "default_dc_label")]
     pub dc_label: String,
@@ -451,6 +458,7 @@ pub struct PlacementConfig {
 impl Default for PlacementConfig {
     fn default() -> Self {
         PlacementConfig {
+            instance_label: default_instance_label(),
             dc_label: default_dc_label(),
             host_label: default_host_label(),
             service_label: default_service_label(),
@@ -463,6 +471,7 @@ impl PlacementConfig {
     /// Records label names that are not valid label names.
     pub fn problems(&self, problems: &mut Problems) {
         for (key, name) in [
+            ("placement.instance_label", &self.instance_label),
             ("placement.dc_label", &self.dc_label),
             ("placement.host_label", &self.host_label),
             ("placement.service_label", &self.service_label),
@@ -476,6 +485,10 @@ impl PlacementConfig {
 
 fn default_true() -> bool {
     true
+}
+
+fn default_instance_label() -> String {
+    "instance".to_string()
 }
 
 fn default_dc_label() -> String {

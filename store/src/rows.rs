@@ -40,9 +40,12 @@ pub fn series_id(name: &str, labels: &Labels) -> u64 {
     hash.finish()
 }
 
-/// Where a series runs, from the placement labels: the `dc`, `host` and `service` columns.
+/// Which instance a series belongs to and where it runs, from the placement labels: the
+/// `instance`, `dc`, `host` and `service` columns.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Placement {
+    /// Instance (`placement.instance_label`, else the `instance` label), empty when unknown.
+    pub instance: String,
     /// Datacenter (`placement.dc_label`), empty when unknown.
     pub dc: String,
     /// Host (`placement.host_label`, else the host part of `instance`).
@@ -52,11 +55,18 @@ pub struct Placement {
 }
 
 impl Placement {
-    /// Reads the placement of a series from its labels: the configured label names, and the
-    /// host part of `instance` (`host:port`, IPv6 brackets removed) when there is no host
-    /// label and `placement.host_from_instance` is set.
+    /// Reads the placement of a series from its labels: the configured label names (the
+    /// instance falling back to the `instance` label), and the host part of `instance`
+    /// (`host:port`, IPv6 brackets removed) when there is no host label and
+    /// `placement.host_from_instance` is set.
     pub fn of(labels: &Labels, config: &PlacementConfig) -> Placement {
         let get = |name: &str| labels.get(name).cloned().unwrap_or_default();
+        let instance = labels
+            .get(&config.instance_label)
+            .filter(|value| !value.is_empty())
+            .or_else(|| labels.get("instance"))
+            .cloned()
+            .unwrap_or_default();
         let mut host = get(&config.host_label);
         if host.is_empty() && config.host_from_instance {
             if let Some(instance) = labels.get("instance") {
@@ -68,6 +78,7 @@ impl Placement {
             }
         }
         Placement {
+            instance,
             dc: get(&config.dc_label),
             host,
             service: get(&config.service_label),
@@ -97,8 +108,7 @@ impl Series {
     pub fn new(name: String, labels: Labels, placement: &PlacementConfig) -> Series {
         let id = series_id(&name, &labels);
         let placement = Placement::of(&labels, placement);
-        let encoded = rowbinary::series_columns(&name, &labels, &placement.dc, &placement.host, &placement.service)
-            .into_boxed_slice();
+        let encoded = rowbinary::series_columns(&name, &labels, &placement).into_boxed_slice();
         Series {
             name,
             labels,
@@ -257,7 +267,13 @@ pub fn encode_scrapes(reports: &[ScrapeReport], out: &mut Vec<u8>) {
     for report in reports {
         out.extend_from_slice(&report.timestamp_ms.to_le_bytes());
         rowbinary::string(&report.job, out);
-        rowbinary::string(&report.instance, out);
+        // The placement's instance (`placement.instance_label`), as in `samples`.
+        let instance = if report.placement.instance.is_empty() {
+            &report.instance
+        } else {
+            &report.placement.instance
+        };
+        rowbinary::string(instance, out);
         rowbinary::string(&report.placement.dc, out);
         rowbinary::string(&report.placement.host, out);
         rowbinary::string(&report.placement.service, out);
@@ -285,11 +301,21 @@ mod tests {
         assert_eq!(
             placement,
             Placement {
+                instance: "redis-7.dc-1:9121".into(),
                 dc: "dc-1".into(),
                 host: "redis-7.dc-1".into(),
                 service: "redis".into()
             }
         );
+        // Named by another label (Kubernetes' `pod`), falling back to `instance` without it.
+        let by_pod = PlacementConfig {
+            instance_label: "pod".into(),
+            ..PlacementConfig::default()
+        };
+        let mut with_pod = labels.clone();
+        with_pod.insert("pod".into(), "redis-7".into());
+        assert_eq!(Placement::of(&with_pod, &by_pod).instance, "redis-7");
+        assert_eq!(Placement::of(&labels, &by_pod).instance, "redis-7.dc-1:9121");
         let ipv6: Labels = [("instance".to_string(), "[::1]:9100".to_string())]
             .into_iter()
             .collect();

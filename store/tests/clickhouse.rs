@@ -29,6 +29,7 @@ fn now_ms() -> i64 {
 
 fn outcome(index: u64, samples: usize) -> ScrapeOutcome {
     let placement = Placement {
+        instance: format!("redis-{index}:9121"),
         dc: "dc-2".into(),
         host: format!("redis-{index}"),
         service: "redis".into(),

@@ -32,6 +32,9 @@ pub struct AppState {
     /// The notifiers, for their delivery counters at `/api/v1/notifiers` (the binary pages
     /// through the same handle; the web server never sends a notification).
     pub notifiers: Arc<Notifiers>,
+    /// The store the collector writes, read for the incident page's evidence charts; `None`
+    /// draws no charts.
+    pub store: Option<epicenter_store::Store>,
 }
 
 /// Verdict events kept for `/api/v1/verdicts`.

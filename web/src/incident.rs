@@ -5,7 +5,8 @@
 //! HTML without scripts, from what the live detector published ([`crate::AppState`]);
 //! every text taken from labels is HTML-escaped.
 //!
-//! Not yet here: charts of the evidence series around the onset (they need the store).
+//! Under the evidence table, each evidence signal is charted from the store, five minutes
+//! either side of the onset ([`crate::charts`]; at most [`CHARTS`] signals).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -20,6 +21,9 @@ use html_escape::encode_text as text;
 
 use crate::AppState;
 
+/// Evidence signals charted on a page, strongest first.
+pub const CHARTS: usize = 8;
+
 /// Width and height of one node's cell in the graph, pixels.
 const CELL_WIDTH: usize = 150;
 const CELL_HEIGHT: usize = 46;
@@ -29,7 +33,9 @@ const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5rem;max-wid
 table{border-collapse:collapse;margin:.5rem 0 1.5rem}td,th{border:1px solid #ccc;padding:.25rem .5rem;text-align:left}\
 .sentence{font-size:1.3rem;font-weight:600}pre{background:#f5f5f5;padding:.75rem;overflow-x:auto}\
 svg text{font-size:11px}.node rect{fill:#eef;stroke:#889}.node.culprit rect{fill:#e33;stroke:#900}\
-.node.caller rect{fill:#fc6;stroke:#a60}.edge{stroke:#ccc}.edge.path{stroke:#d22;stroke-width:2}";
+.node.caller rect{fill:#fc6;stroke:#a60}.edge{stroke:#ccc}.edge.path{stroke:#d22;stroke-width:2}\
+#charts{display:flex;flex-wrap:wrap;gap:1rem}figure.chart{margin:0}figure.chart figcaption{font-size:.8rem;max-width:320px}\
+svg.chart .frame{fill:#fafafa;stroke:#ddd}svg.chart .onset{stroke:#d22;stroke-dasharray:3 2}svg.chart .series{fill:none;stroke:#25a;stroke-width:1.5}";
 
 /// The verdicts the book holds, by id: the events of each, oldest first.
 fn by_id(history: &[VerdictEvent]) -> BTreeMap<String, Vec<VerdictEvent>> {
@@ -113,26 +119,62 @@ pub(crate) async fn show(State(state): State<Arc<AppState>>, Path(id): Path<Stri
     let Some(last) = events.last() else {
         return StatusCode::NOT_FOUND.into_response();
     };
+    let charts = match (&state.store, open_answer(&events)) {
+        (Some(store), Some(verdict)) => evidence_charts(store, verdict).await,
+        _ => String::new(),
+    };
     page(
         &format!("epicenter: {}", last.verdict.kind),
-        &incident_body(&id, &events, graph.as_ref()),
+        &incident_body(&id, &events, graph.as_ref(), &charts),
     )
     .into_response()
 }
 
-/// The body of one verdict's page.
-fn incident_body(id: &str, events: &[VerdictEvent], graph: Option<&GraphDocument>) -> String {
-    let Some(last) = events.last() else {
-        return String::new();
-    };
-    // The answer as it was while open: a `resolved` event carries the verdict with the
-    // evidence of its last round, when the anomalies have mostly ended.
-    let verdict = &events
+/// The verdict as it was while open: a `resolved` event carries the verdict with the
+/// evidence of its last round, when the anomalies have mostly ended.
+fn open_answer(events: &[VerdictEvent]) -> Option<&Verdict> {
+    events
         .iter()
         .rev()
         .find(|event| event.state != "resolved")
-        .unwrap_or(last)
-        .verdict;
+        .or(events.last())
+        .map(|event| &event.verdict)
+}
+
+/// The evidence charts of `verdict` ([`crate::charts`]), one query per signal; a query that
+/// fails gives a figure saying why instead of a chart.
+async fn evidence_charts(store: &epicenter_store::Store, verdict: &Verdict) -> String {
+    let mut out = String::from("<div id=\"charts\">");
+    for anomaly in verdict.evidence.iter().take(CHARTS) {
+        let sql = crate::charts::evidence_query(anomaly, verdict.onset_ms);
+        match store.fetch(sql, "TabSeparated").await {
+            Ok(rows) => {
+                let rows = String::from_utf8_lossy(&rows);
+                let exact = crate::charts::has_exact(&anomaly.metric, &rows);
+                let points = crate::charts::points(&anomaly.metric, &rows);
+                out.push_str(&crate::charts::chart(anomaly, verdict.onset_ms, &points, exact));
+            }
+            Err(error) => {
+                let _ = write!(
+                    out,
+                    "<figure class=\"chart\" data-points=\"0\"><p>The store did not answer: {}</p></figure>",
+                    text(&error)
+                );
+            }
+        }
+    }
+    out.push_str("</div>");
+    out
+}
+
+/// The body of one verdict's page; `charts` is the evidence charts' HTML.
+fn incident_body(id: &str, events: &[VerdictEvent], graph: Option<&GraphDocument>, charts: &str) -> String {
+    let Some(last) = events.last() else {
+        return String::new();
+    };
+    let Some(verdict) = open_answer(events) else {
+        return String::new();
+    };
     let mut body = String::new();
     let _ = write!(
         body,
@@ -159,7 +201,9 @@ fn incident_body(id: &str, events: &[VerdictEvent], graph: Option<&GraphDocument
             when(anomaly.onset_ms)
         );
     }
-    body.push_str("</table><h2>Alternatives</h2><table id=\"alternatives\"><tr><th>rank</th><th>instance</th><th>host</th><th>dc</th><th>service</th><th>score</th></tr>");
+    body.push_str("</table>");
+    body.push_str(charts);
+    body.push_str("<h2>Alternatives</h2><table id=\"alternatives\"><tr><th>rank</th><th>instance</th><th>host</th><th>dc</th><th>service</th><th>score</th></tr>");
     for (rank, candidate) in verdict.candidates.iter().enumerate() {
         let _ = write!(
             body,
@@ -388,7 +432,7 @@ mod tests {
             state: "opened".into(),
             verdict,
         };
-        let body = incident_body("2000-redis-1", &[event], Some(&graph));
+        let body = incident_body("2000-redis-1", &[event], Some(&graph), "<div id=\"charts\"></div>");
         assert!(body.contains("id=\"sentence\">node loss: redis-1"), "{body}");
         assert!(body.contains("WHERE id = '2000-redis-1'"), "{body}");
         assert_eq!(body.matches("<tr><td>").count(), 2 + 1 + 1, "{body}");

@@ -6,11 +6,14 @@
 //!
 //! **Enters:** scrape outcomes (for its own metrics, [`telemetry::Telemetry::observe`]), the
 //! collector's target health, the live detector's judgements ([`api::AppState::publish`]),
-//! the writer's and the notifiers' counters, and the `server` section ([`config`]).
+//! the writer's and the notifiers' counters, the `server` section ([`config`]), and, for the
+//! incident page's evidence charts only, samples read from the store.
 //! **Leaves:** HTTP responses. **Never:** writes to the store, changes what is scraped, or
-//! blocks the pipeline (handlers read snapshots behind short locks).
+//! blocks the pipeline (handlers read snapshots behind short locks; the chart queries run on
+//! the blocking pool or over HTTP).
 
 pub mod api;
+mod charts;
 pub mod config;
 pub mod incident;
 pub mod openmetrics;

@@ -45,6 +45,7 @@ fn state(notifiers: Notifiers) -> Arc<AppState> {
         verdicts: Mutex::new(VerdictBook::default()),
         graph: Mutex::new(None),
         notifiers,
+        store: None,
     })
 }
 
