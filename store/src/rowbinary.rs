@@ -28,14 +28,21 @@ pub(crate) fn string(text: &str, out: &mut Vec<u8>) {
 /// instance, dc, host, service, labels`); the `labels` map holds every label of the series
 /// except the metric name; `instance`, `dc`, `host` and `service` are the series' placement
 /// (`instance` the label `placement.instance_label` names, else the `instance` label).
-pub fn series_columns(name: &str, labels: &BTreeMap<String, String>, placement: &crate::rows::Placement) -> Vec<u8> {
+pub fn series_columns(
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    instance: &str,
+    dc: &str,
+    host: &str,
+    service: &str,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(64 + labels.iter().map(|(n, v)| n.len() + v.len() + 2).sum::<usize>());
     string(name, &mut out);
     string(labels.get("job").map_or("", String::as_str), &mut out);
-    string(&placement.instance, &mut out);
-    string(&placement.dc, &mut out);
-    string(&placement.host, &mut out);
-    string(&placement.service, &mut out);
+    string(instance, &mut out);
+    string(dc, &mut out);
+    string(host, &mut out);
+    string(service, &mut out);
     leb128(labels.len() as u64, &mut out);
     for (name, value) in labels {
         string(name, &mut out);

@@ -108,7 +108,15 @@ impl Series {
     pub fn new(name: String, labels: Labels, placement: &PlacementConfig) -> Series {
         let id = series_id(&name, &labels);
         let placement = Placement::of(&labels, placement);
-        let encoded = rowbinary::series_columns(&name, &labels, &placement).into_boxed_slice();
+        let encoded = rowbinary::series_columns(
+            &name,
+            &labels,
+            &placement.instance,
+            &placement.dc,
+            &placement.host,
+            &placement.service,
+        )
+        .into_boxed_slice();
         Series {
             name,
             labels,
