@@ -63,11 +63,7 @@ pub fn rule_metrics(rules: &[Rule]) -> HashSet<String> {
 /// families in `metrics` ([`rule_metrics`]). `None` for a scrape without samples.
 pub fn extract(outcome: &ScrapeOutcome, metrics: &HashSet<String>) -> Option<Batch> {
     let report = &outcome.report;
-    let name = if report.placement.instance.is_empty() {
-        report.instance.clone()
-    } else {
-        report.placement.instance.clone()
-    };
+    let name = report.instance_name().to_string();
     let samples: Vec<(String, BTreeMap<String, String>, f64)> = outcome
         .rows
         .iter()

@@ -177,6 +177,18 @@ pub struct ScrapeReport {
     pub target_identity: u64,
 }
 
+impl ScrapeReport {
+    /// The instance this scrape is of, as every table names it: the placement's instance
+    /// (`placement.instance_label`), else the `instance` label.
+    pub fn instance_name(&self) -> &str {
+        if self.placement.instance.is_empty() {
+            &self.instance
+        } else {
+            &self.placement.instance
+        }
+    }
+}
+
 /// What one scrape produced: its rows (including the synthetic series) and its report. The
 /// collector sends these to the writer ([`crate::writer::run_writer`]).
 #[derive(Debug, Clone, PartialEq)]
@@ -276,12 +288,7 @@ pub fn encode_scrapes(reports: &[ScrapeReport], out: &mut Vec<u8>) {
         out.extend_from_slice(&report.timestamp_ms.to_le_bytes());
         rowbinary::string(&report.job, out);
         // The placement's instance (`placement.instance_label`), as in `samples`.
-        let instance = if report.placement.instance.is_empty() {
-            &report.instance
-        } else {
-            &report.placement.instance
-        };
-        rowbinary::string(instance, out);
+        rowbinary::string(report.instance_name(), out);
         rowbinary::string(&report.placement.dc, out);
         rowbinary::string(&report.placement.host, out);
         rowbinary::string(&report.placement.service, out);
