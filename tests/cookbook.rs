@@ -289,11 +289,14 @@ fn dashboards() -> Vec<(String, serde_json::Value)> {
 fn queries(name: &str, dashboard: &serde_json::Value) -> Vec<(String, String)> {
     let mut found = Vec::new();
     for panel in dashboard["panels"].as_array().unwrap() {
-        for target in panel["targets"].as_array().unwrap() {
-            found.push((
-                format!("{name} / {}", panel["title"]),
-                target["rawSql"].as_str().unwrap().to_string(),
-            ));
+        let targets = panel["targets"].as_array().unwrap();
+        for target in targets {
+            // A panel of several queries (the Node Graph's nodes and edges) keys each by refId.
+            let place = match targets.len() {
+                1 => format!("{name} / {}", panel["title"]),
+                _ => format!("{name} / {} / {}", panel["title"], target["refId"]),
+            };
+            found.push((place, target["rawSql"].as_str().unwrap().to_string()));
         }
     }
     for annotation in dashboard["annotations"]["list"].as_array().unwrap() {
@@ -490,6 +493,37 @@ fn the_dashboards_are_linted_and_every_panel_query_answers_on_its_demo() {
             .iter()
             .any(|row| row[2] == "node_loss" && row[4] == "dc-2-host-3"),
         "{verdicts:?}"
+    );
+    // The Node Graph: the dead node first, red and highlighted, every backend's edge into it
+    //    highlighted, and every edge between two drawn nodes.
+    let nodes = &answers["incident-overview.json / \"Dependency graph of the incident\" / \"nodes\""];
+    let edges = &answers["incident-overview.json / \"Dependency graph of the incident\" / \"edges\""];
+    assert_eq!(
+        (nodes[0][0].as_str(), nodes[0][5].as_str(), nodes[0][6].as_str()),
+        ("redis-2-1", "red", "true"),
+        "{nodes:?}"
+    );
+    assert!(
+        nodes[1..].iter().all(|row| row[5] != "red" && row[6] == "false"),
+        "{nodes:?}"
+    );
+    let drawn: std::collections::BTreeSet<&str> = nodes.iter().map(|row| row[0].as_str()).collect();
+    assert!(
+        edges
+            .iter()
+            .all(|row| drawn.contains(row[1].as_str()) && drawn.contains(row[2].as_str())),
+        "{edges:?}"
+    );
+    let into_dead: std::collections::BTreeSet<&str> = edges
+        .iter()
+        .filter(|row| row[2] == "redis-2-1" && row[7] == "true")
+        .map(|row| row[1].as_str())
+        .collect();
+    assert_eq!(into_dead.len(), 12, "{edges:?}");
+    assert!(into_dead.iter().all(|caller| caller.starts_with("backend-")), "{edges:?}");
+    assert!(
+        edges.iter().all(|row| (row[2] == "redis-2-1") == (row[7] == "true")),
+        "{edges:?}"
     );
     let annotations = &answers["incident-overview.json / annotation \"Verdicts\""];
     assert!(
