@@ -520,7 +520,10 @@ fn the_dashboards_are_linted_and_every_panel_query_answers_on_its_demo() {
         .map(|row| row[1].as_str())
         .collect();
     assert_eq!(into_dead.len(), 12, "{edges:?}");
-    assert!(into_dead.iter().all(|caller| caller.starts_with("backend-")), "{edges:?}");
+    assert!(
+        into_dead.iter().all(|caller| caller.starts_with("backend-")),
+        "{edges:?}"
+    );
     assert!(
         edges.iter().all(|row| (row[2] == "redis-2-1") == (row[7] == "true")),
         "{edges:?}"

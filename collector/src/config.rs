@@ -241,6 +241,12 @@ pub struct ScrapeConfig {
     /// negotiate HTTP/2 over TLS, which changes nothing a target serves).
     #[serde(default = "default_true")]
     pub enable_http2: bool,
+    /// Observe Redis nodes instead of scraping `/metrics`: each target's `__address__` is a
+    /// Redis node polled with `INFO` and `CLIENT LIST` ([`crate::redis_observer`]);
+    /// `basic_auth` (username, password or password_file) is its `AUTH`; `metrics_path`,
+    /// `scheme`, `params` and the HTTP settings do not apply.
+    #[serde(default)]
+    pub redis_observer: Option<crate::redis_observer::RedisObserverConfig>,
 }
 
 impl ScrapeConfig {
@@ -709,6 +715,26 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
             if tls.problems(&at("tls_config"), problems) {
                 if let Err(message) = crate::client::http_client(Some(tls)) {
                     problems.push(at("tls_config"), message);
+                }
+            }
+        }
+        if let Some(observer) = &scrape.redis_observer {
+            for (key, message) in crate::redis_observer::problems(observer, &at("redis_observer")) {
+                problems.push(key, message);
+            }
+            for (present, key) in [
+                (scrape.authorization.is_some(), "authorization"),
+                (scrape.bearer_token.is_some(), "bearer_token"),
+                (scrape.bearer_token_file.is_some(), "bearer_token_file"),
+                (scrape.oauth2.is_some(), "oauth2"),
+                (scrape.proxy_url.is_some(), "proxy_url"),
+                (scrape.tls_config.is_some(), "tls_config"),
+            ] {
+                if present {
+                    problems.push(
+                        at(key),
+                        "is not supported by redis_observer (it speaks the Redis protocol, without TLS so far; use basic_auth for AUTH)",
+                    );
                 }
             }
         }
@@ -1218,6 +1244,26 @@ mod tests {
         assert!(config.validate().is_ok());
         let config = CollectorConfig::from_yaml("global: {scrape_interval: 5s, scrape_timeout: 6s}\n").unwrap();
         assert_eq!(config.validate().unwrap_err()[0].path, "global.scrape_timeout");
+    }
+
+    #[test]
+    fn a_redis_observer_job_names_its_bad_keys_by_path() {
+        let yaml = "scrape_configs:\n  - job_name: observer\n    tls_config: {insecure_skip_verify: true}\n    redis_observer:\n      callers:\n        - {network: 10.0.0.0/40, host: dc-1-host-1}\n        - {network: 10.0.1.0/24, host: ''}\n";
+        let errors = CollectorConfig::from_yaml(yaml).unwrap().validate().unwrap_err();
+        let paths: Vec<&str> = errors.iter().map(|error| error.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "scrape_configs[0].redis_observer.callers[0].network",
+                "scrape_configs[0].redis_observer.callers[1].host",
+                "scrape_configs[0].tls_config"
+            ],
+            "{errors:?}"
+        );
+        let good = "scrape_configs:\n  - job_name: observer\n    basic_auth: {password: secret}\n    redis_observer: {callers: [{network: 127.0.0.2, host: h}]}\n";
+        let jobs = CollectorConfig::from_yaml(good).unwrap().validate().unwrap();
+        let observer = jobs[0].config.redis_observer.as_ref().unwrap();
+        assert_eq!((observer.max_clients_listed, observer.callers.len()), (20_000, 1));
     }
 
     #[test]

@@ -49,6 +49,8 @@ pub struct TargetState {
     cache: FxHashMap<Box<[u8]>, CacheEntry>,
     synthetic: Option<Vec<Arc<Series>>>,
     generation: u64,
+    /// The Redis observer's connection and counters, for a `redis_observer` job.
+    observer: crate::redis_observer::ObserverState,
 }
 
 #[derive(Debug)]
@@ -243,7 +245,18 @@ impl Scraper {
     ) -> ScrapeOutcome {
         let started_ms = context.clock.now_ms();
         let started = Instant::now();
-        let fetched = tokio::time::timeout(target.timeout, self.fetch(target, job)).await;
+        let fetched = match &job.config.redis_observer {
+            Some(observer) => {
+                let polled =
+                    tokio::time::timeout(target.timeout, observe(target, job, observer, &mut state.observer)).await;
+                if polled.is_err() {
+                    // The reply may still arrive on the connection: start afresh.
+                    state.observer.disconnect();
+                }
+                polled
+            }
+            None => tokio::time::timeout(target.timeout, self.fetch(target, job)).await,
+        };
         let body = match fetched {
             Ok(Ok(body)) => Ok(body),
             Ok(Err(error)) => Err(error),
@@ -511,6 +524,35 @@ impl Scraper {
         }
         Ok((content_type, body))
     }
+}
+
+/// Polls the Redis node of a `redis_observer` job's target (its URL's `host:port`) and
+/// returns its exposition as a text-format body. A target without a port is on 6379.
+async fn observe(
+    target: &Target,
+    job: &Job,
+    config: &crate::redis_observer::RedisObserverConfig,
+    state: &mut crate::redis_observer::ObserverState,
+) -> Result<(Option<String>, Vec<u8>), ScrapeError> {
+    let address = url::Url::parse(&target.url)
+        .ok()
+        .and_then(|url| Some(format!("{}:{}", url.host_str()?, url.port().unwrap_or(6379))))
+        .ok_or_else(|| ScrapeError::Request(format!("no host:port in the target's address {}", target.url)))?;
+    let (username, password) = match job.auth.as_deref() {
+        Some(crate::auth::ScrapeAuth::Basic { username, password }) => (
+            username.clone(),
+            Some(password.current().map_err(ScrapeError::Credentials)?),
+        ),
+        _ => (String::new(), None),
+    };
+    let credentials = password.as_ref().map(|password| crate::redis_observer::Credentials {
+        username: &username,
+        password: password.expose(),
+    });
+    let body = crate::redis_observer::observe(&address, config, credentials, state)
+        .await
+        .map_err(ScrapeError::Request)?;
+    Ok((Some("text/plain; version=0.0.4".to_string()), body.into_bytes()))
 }
 
 /// Fails a series whose label names or values are longer than the job allows (Prometheus
