@@ -7,8 +7,9 @@
 //!   host, exactly; then one caller opens more and another closes some, and
 //!   `…_created_total` / `…_closed_total` grow by exactly those numbers.
 //! - The seed incident without client metrics: twelve real clients (`epicenter-loadgen
-//!   redis`, not scraped: they export nothing to epicenter), the observer the only source;
-//!   `kill -9` of one node is named (node, host, datacenter) within 30 s, the time printed.
+//!   redis --refresh-on-error`, not scraped: they export nothing to epicenter), the observer
+//!   the only source; `kill -9` of one node is named (node, host, datacenter, `node_loss`)
+//!   within 30 s, the time printed, and the survivors' new connections jump (the storm).
 //!
 //! Needs redis-server and libchdb.so (scripts/test installs them); skipped without them
 //! except in CI.
@@ -284,7 +285,15 @@ fn e2e_a_node_loss_without_client_metrics_is_named_within_30_s() {
     let targets = dir.join("backends.json");
     let mut clients = Command::new(loadgen());
     clients
-        .args(["redis", "--instances", "12", "--rate", "40", "--targets-file"])
+        .args([
+            "redis",
+            "--instances",
+            "12",
+            "--rate",
+            "40",
+            "--refresh-on-error",
+            "--targets-file",
+        ])
         .arg(&targets);
     for node in &nodes {
         clients
@@ -330,11 +339,10 @@ fn e2e_a_node_loss_without_client_metrics_is_named_within_30_s() {
     assert_eq!(verdict["dc"], dead.dc.as_str(), "wrong dc: {verdict:#}");
     assert_eq!(verdict["instances"][0], dead.name.as_str(), "wrong node: {verdict:#}");
     assert_eq!(verdict["kind"], "node_loss", "wrong kind: {verdict:#}");
-    // What the survivors saw: new connections, summed over callers, in the 20 s after the
-    // kill against the 20 s before. Printed, not asserted: these clients (bb8 pools on a hash
-    // ring) keep failing on the dead node's keys rather than moving to the survivors, so they
-    // make no reconnect storm there (the simulated fleet's clients do; a real cluster client's
-    // topology refresh would).
+    // The storm the observer exists to show: the survivors' new connections, summed over
+    // callers, in the 20 s after the kill against the 20 s before. The clients refresh on a
+    // connection error (`--refresh-on-error`, as cluster clients re-initialize their
+    // topology), so each reconnects to every surviving node about once a second.
     std::thread::sleep((injected + Duration::from_secs(21)).saturating_duration_since(Instant::now()));
     let lost = sql(
         &dir.join("data"),
@@ -362,6 +370,11 @@ fn e2e_a_node_loss_without_client_metrics_is_named_within_30_s() {
         created(killed_ms, killed_ms + 20_000),
     );
     eprintln!("new connections to the five survivors: {before} in the 20 s before the kill, {after} in the 20 s after");
+    assert!(
+        // Twelve callers reconnecting at least twice each, and five times the quiet rate.
+        after >= 24.0 && after >= 5.0 * before,
+        "no reconnect storm on the survivors: {before} before, {after} after"
+    );
     drop(guard);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -143,6 +143,14 @@ struct RedisArgs {
     #[arg(long, default_value_t = 256)]
     max_in_flight: i64,
 
+    /// On a connection error, drop every pooled connection of the instance, to every node,
+    /// and connect again (at most once a second), as cluster clients refresh their topology
+    /// (redis-py's `RedisCluster` re-initializes its nodes on a `ConnectionError`, Lettuce's
+    /// adaptive refresh triggers on persistent reconnects): the reconnect storm the surviving
+    /// nodes see after one is lost. Off by default (commons-pool2 + Lettuce keep their pools).
+    #[arg(long)]
+    refresh_on_error: bool,
+
     /// Write the instances' /metrics endpoints as a file_sd file (labels dc, host, service
     /// `backend`, pod).
     #[arg(long, value_name = "FILE")]

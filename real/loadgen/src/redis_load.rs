@@ -20,12 +20,17 @@ use crate::{
 struct Connection {
     inner: redis::aio::MultiplexedConnection,
     broken: bool,
+    /// The instance's refresh generation when the connection was opened: an older one is
+    /// discarded when it goes back to the pool (`--refresh-on-error`).
+    generation: u64,
 }
 
 /// bb8's view of one Redis node.
 struct Manager {
     client: redis::Client,
     config: redis::AsyncConnectionConfig,
+    /// The instance's refresh generation, shared by its pools.
+    generation: Arc<AtomicU64>,
 }
 
 impl bb8::ManageConnection for Manager {
@@ -37,7 +42,11 @@ impl bb8::ManageConnection for Manager {
             .client
             .get_multiplexed_async_connection_with_config(&self.config)
             .await?;
-        Ok(Connection { inner, broken: false })
+        Ok(Connection {
+            inner,
+            broken: false,
+            generation: self.generation.load(Ordering::Relaxed),
+        })
     }
 
     async fn is_valid(&self, connection: &mut Connection) -> Result<(), redis::RedisError> {
@@ -45,7 +54,7 @@ impl bb8::ManageConnection for Manager {
     }
 
     fn has_broken(&self, connection: &mut Connection) -> bool {
-        connection.broken
+        connection.broken || connection.generation < self.generation.load(Ordering::Relaxed)
     }
 }
 
@@ -184,6 +193,12 @@ struct Instance {
     in_flight: AtomicI64,
     ok: AtomicU64,
     failed: AtomicU64,
+    /// `--refresh-on-error`: the generation every pooled connection is checked against, and
+    /// when it last moved (ms since the instance started; at most once a second).
+    refresh_on_error: bool,
+    generation: Arc<AtomicU64>,
+    refreshed_ms: AtomicI64,
+    started: Instant,
 }
 
 impl Instance {
@@ -260,7 +275,12 @@ impl Instance {
         let mut connection = match borrowed {
             Ok(connection) => connection,
             Err(bb8::RunError::TimedOut) => return fail("pool_timeout"),
-            Err(bb8::RunError::User(error)) => return fail(classify(&error)),
+            Err(bb8::RunError::User(error)) => {
+                if classify(&error) == "connection" {
+                    self.refresh();
+                }
+                return fail(classify(&error));
+            }
         };
         if let Ok(mut waits) = pool.waits.lock() {
             let waited = asked.elapsed().as_secs_f64();
@@ -292,9 +312,31 @@ impl Instance {
                 let kind = classify(&error);
                 if kind == "connection" {
                     connection.broken = true;
+                    self.refresh();
                 }
                 fail(kind);
             }
+        }
+    }
+}
+
+impl Instance {
+    /// With `--refresh-on-error`, retires every pooled connection of the instance (at most
+    /// once a second): each is closed when it next goes back to its pool and bb8 opens new
+    /// ones up to `min_idle`.
+    fn refresh(&self) {
+        if !self.refresh_on_error {
+            return;
+        }
+        let now_ms = self.started.elapsed().as_millis() as i64;
+        let last = self.refreshed_ms.load(Ordering::Relaxed);
+        if now_ms - last >= 1000
+            && self
+                .refreshed_ms
+                .compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.generation.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -320,6 +362,7 @@ fn build_instances(args: &RedisArgs, nodes: &[Node], start_seconds: f64) -> Resu
         let ordinal = per_dc[dc_index];
         let dc_number = dc.trim_start_matches("dc-");
         let mut pools = Vec::new();
+        let generation = Arc::new(AtomicU64::new(0));
         let mut ring = hashring::HashRing::new();
         for (position, node) in nodes.iter().enumerate() {
             let client = redis::Client::open(format!("redis://{}/", node.address))
@@ -337,7 +380,11 @@ fn build_instances(args: &RedisArgs, nodes: &[Node], start_seconds: f64) -> Resu
                 .idle_timeout(None)
                 .max_lifetime(None)
                 .connection_timeout(args.acquire_timeout)
-                .build_unchecked(Manager { client, config });
+                .build_unchecked(Manager {
+                    client,
+                    config,
+                    generation: generation.clone(),
+                });
             let port = node.address.rsplit_once(':').map_or("6379", |(_, port)| port);
             pools.push(NodePool {
                 remote: format!("redis/{}:{port}", node.name),
@@ -362,6 +409,10 @@ fn build_instances(args: &RedisArgs, nodes: &[Node], start_seconds: f64) -> Resu
             in_flight: AtomicI64::new(0),
             ok: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            refresh_on_error: args.refresh_on_error,
+            generation,
+            refreshed_ms: AtomicI64::new(-1000),
+            started: Instant::now(),
         }));
     }
     Ok(instances)
