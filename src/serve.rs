@@ -71,10 +71,12 @@ pub(crate) async fn serve(
     } else {
         None
     };
+    let targets = Arc::new(TargetRegistry::default());
     let context = Arc::new(ScrapeContext {
         placement: config.placement.clone(),
         external_labels: config.global.external_labels.clone(),
         clock,
+        targets: Some(targets.clone()),
     });
     let (sender, scraped) = mpsc::channel::<ScrapeOutcome>(OUTCOME_QUEUE);
     let (to_writer, inbox) = mpsc::channel::<ScrapeOutcome>(OUTCOME_QUEUE);
@@ -91,7 +93,6 @@ pub(crate) async fn serve(
         Ok(bound) => bound,
         Err(error) => return config_error(&error),
     };
-    let targets = Arc::new(TargetRegistry::default());
     let source = AlertSource {
         external_url: external_url.clone(),
         external_labels: config.global.external_labels.clone(),

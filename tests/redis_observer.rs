@@ -4,7 +4,8 @@
 //! - Callers bound to other loopback addresses (127.0.0.2, .3, .4, each mapped to a host by
 //!   `redis_observer.callers`) open connections to six nodes; the stored
 //!   `epicenter_redis_client_connections` equal what the test opened, per node and caller
-//!   host, exactly; then one caller opens more and another closes some, and
+//!   host, exactly (and a caller at the address of another job's target is named by that
+//!   target's host and service); then one caller opens more and another closes some, and
 //!   `…_created_total` / `…_closed_total` grow by exactly those numbers.
 //! - The seed incident without client metrics: twelve real clients (`epicenter-loadgen
 //!   redis --refresh-on-error`, not scraped: they export nothing to epicenter), the observer
@@ -88,8 +89,8 @@ fn start_nodes(binary: &Path, dir: &Path, guard: &mut Guard) -> Vec<Node> {
 }
 
 /// `epicenter run`'s config: one `redis_observer` job over `nodes` every second, callers
-/// from `callers` (network, host).
-fn config(api: &str, dir: &Path, nodes: &[Node], callers: &[(&str, &str)]) -> String {
+/// from `callers` (network, host), and `more_jobs` (YAML list items) after it.
+fn config(api: &str, dir: &Path, nodes: &[Node], callers: &[(&str, &str)], more_jobs: &str) -> String {
     let targets: String = nodes
         .iter()
         .map(|node| {
@@ -104,7 +105,7 @@ fn config(api: &str, dir: &Path, nodes: &[Node], callers: &[(&str, &str)]) -> St
         .map(|(network, host)| format!("        - {{network: '{network}', host: {host}, service: backend}}\n"))
         .collect();
     format!(
-        "global: {{scrape_interval: 1s, scrape_timeout: 800ms}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n  - job_name: redis-observer\n    redis_observer:\n      callers:\n{networks}    static_configs:\n{targets}storage:\n  embedded: {{path: '{}'}}\nplacement: {{instance_label: pod}}\n",
+        "global: {{scrape_interval: 1s, scrape_timeout: 800ms}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n  - job_name: redis-observer\n    redis_observer:\n      callers:\n{networks}    static_configs:\n{targets}{more_jobs}storage:\n  embedded: {{path: '{}'}}\nplacement: {{instance_label: pod}}\n",
         dir.join("data").display()
     )
 }
@@ -207,7 +208,15 @@ fn per_caller_host_connection_counts_equal_what_was_opened() {
             .collect()
     };
     let api = format!("127.0.0.1:{}", free_port());
-    start_epicenter(&dir, &api, &config(&api, &dir, &nodes, &callers), &mut guard);
+    // 127.0.0.5 is in no `callers` network: it is the address of a target of another job,
+    // whose placement names its connections.
+    let known = format!(
+        "  - job_name: api\n    static_configs:\n      - targets: ['127.0.0.5:{}']\n        labels: {{dc: dc-9, host: dc-9-host-9, service: api, pod: api-9-1}}\n",
+        free_port()
+    );
+    let streams = (0..4).map(|_| connect_from("127.0.0.5", nodes[1].port)).collect();
+    opened.insert((nodes[1].name.clone(), "dc-9-host-9".to_string()), streams);
+    start_epicenter(&dir, &api, &config(&api, &dir, &nodes, &callers, &known), &mut guard);
     let data = dir.join("data");
     let want = expected(&opened);
     let seen = wait_for(
@@ -222,6 +231,20 @@ fn per_caller_host_connection_counts_equal_what_was_opened() {
         epicenter_log(&dir)
     );
     eprintln!("{} (node, caller host) counts equal what was opened", seen.len());
+    let services = sql(
+        &data,
+        "SELECT DISTINCT labels['caller_host'], labels['caller_service'] FROM samples WHERE metric = 'epicenter_redis_client_connections' ORDER BY 1",
+    );
+    assert_eq!(
+        services,
+        [
+            ["dc-1-host-1", "backend"],
+            ["dc-2-host-1", "backend"],
+            ["dc-3-host-1", "backend"],
+            ["dc-9-host-9", "api"]
+        ],
+        "caller services: configured networks, then the known target's placement"
+    );
 
     // The counters: dc-2-host-1 opens 5 more to redis-1-1, dc-3-host-1 closes 2 of its 3
     // there. Counted from the store's values before and after.
@@ -305,7 +328,7 @@ fn e2e_a_node_loss_without_client_metrics_is_named_within_30_s() {
     start_epicenter(
         &dir,
         &api,
-        &config(&api, &dir, &nodes, &[("127.0.0.1", "dc-1-backends")]),
+        &config(&api, &dir, &nodes, &[("127.0.0.1", "dc-1-backends")], ""),
         &mut guard,
     );
     // 40 s of baseline (the detector judges after 12 intervals), with no verdict.

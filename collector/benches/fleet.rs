@@ -236,7 +236,7 @@ fn main() {
         let context = Arc::new(ScrapeContext {
             placement: PlacementConfig::default(),
             external_labels: Default::default(),
-            clock: Default::default(),
+            ..Default::default()
         });
         let scraper = Scraper::new().unwrap();
         let begin = Instant::now();

@@ -194,7 +194,9 @@ fn main() {
     let address = format!("127.0.0.1:{port}");
     let mut listed_bytes = 0;
     let observed = measure("epicenter observer", pid, port, seconds, || {
-        let body = runtime.block_on(observe(&address, &config, None, &mut state)).unwrap();
+        let body = runtime
+            .block_on(observe(&address, &config, None, &Default::default(), &mut state))
+            .unwrap();
         listed_bytes = body.len();
         assert!(body.contains("epicenter_redis_observer_clients_listed"), "{body}");
         true

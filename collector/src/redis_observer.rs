@@ -22,8 +22,10 @@
 //! | `epicenter_redis_observer_clients_listed` | gauge | connections `CLIENT LIST` returned (0 when the node is over `max_clients_listed` and the listing was skipped) |
 //!
 //! A caller is the client's address (`addr` of `CLIENT LIST`, Redis's `CLIENT LIST` reply
-//! format) mapped to a host by the job's `callers` networks (first match wins); an address no
-//! network holds is its own `caller_host` (the IP) with an empty `caller_service`. The
+//! format) mapped to a host by the job's `callers` networks (first match wins), else by the
+//! placement of a known target at that IP (any job's: a scraped service calling Redis from
+//! the address it is scraped at), else it is its own `caller_host` (the IP) with an empty
+//! `caller_service`. The
 //! observer's own connection is left out. Connections opened and closed between two polls are
 //! not seen one by one; `…connections_received_total` still counts them.
 //!
@@ -155,6 +157,8 @@ pub struct Credentials<'a> {
 }
 
 /// Polls the Redis node at `address` (`host:port`) once and returns the exposition text.
+/// `known` places callers that no `callers` network holds: IP → (host, service), from the
+/// collector's targets.
 ///
 /// # Errors
 /// The node cannot be reached, refuses `AUTH`, or answers a command with an error: the
@@ -163,9 +167,10 @@ pub async fn observe(
     address: &str,
     config: &RedisObserverConfig,
     credentials: Option<Credentials<'_>>,
+    known: &HashMap<IpAddr, (String, String)>,
     state: &mut ObserverState,
 ) -> Result<String, String> {
-    match poll(address, config, credentials, state).await {
+    match poll(address, config, credentials, known, state).await {
         Ok(text) => {
             if state.unreachable {
                 tracing::info!(node = %address, "the Redis node answers again");
@@ -210,6 +215,7 @@ async fn poll(
     address: &str,
     config: &RedisObserverConfig,
     credentials: Option<Credentials<'_>>,
+    known: &HashMap<IpAddr, (String, String)>,
     state: &mut ObserverState,
 ) -> Result<String, Failure> {
     if state.connection.is_none() {
@@ -262,7 +268,7 @@ async fn poll(
     match listing {
         Some(text) => {
             let clients: Vec<Client> = parse_client_list(&text).filter(|client| client.id != own_id).collect();
-            write_clients(&mut out, &clients, &networks, config, state);
+            write_clients(&mut out, &clients, &networks, known, config, state);
         }
         None => {
             // Too many connections to list: keep the counters' series (their values stand
@@ -380,14 +386,21 @@ fn address_ip(address: &str) -> Option<IpAddr> {
     host.trim_start_matches('[').trim_end_matches(']').parse().ok()
 }
 
-fn caller_of(ip: Option<IpAddr>, networks: &[(ipnet::IpNet, &CallerNetwork)]) -> Caller {
+fn caller_of(
+    ip: Option<IpAddr>,
+    networks: &[(ipnet::IpNet, &CallerNetwork)],
+    known: &HashMap<IpAddr, (String, String)>,
+) -> Caller {
     let Some(ip) = ip else {
         return ("unix".to_string(), String::new());
     };
-    networks.iter().find(|(network, _)| network.contains(&ip)).map_or_else(
-        || (ip.to_string(), String::new()),
-        |(_, caller)| (caller.host.clone(), caller.service.clone()),
-    )
+    if let Some((_, caller)) = networks.iter().find(|(network, _)| network.contains(&ip)) {
+        return (caller.host.clone(), caller.service.clone());
+    }
+    known
+        .get(&ip)
+        .cloned()
+        .unwrap_or_else(|| (ip.to_string(), String::new()))
 }
 
 /// Buckets of the idle and age histograms, seconds.
@@ -421,6 +434,7 @@ fn write_clients(
     out: &mut String,
     clients: &[Client],
     networks: &[(ipnet::IpNet, &CallerNetwork)],
+    known: &HashMap<IpAddr, (String, String)>,
     config: &RedisObserverConfig,
     state: &mut ObserverState,
 ) {
@@ -429,7 +443,7 @@ fn write_clients(
     let mut now: HashMap<u64, Caller> = HashMap::with_capacity(clients.len());
     let mut over_threshold = 0u64;
     for client in clients {
-        let caller = caller_of(client.ip, networks);
+        let caller = caller_of(client.ip, networks, known);
         *open.entry(caller.clone()).or_default() += 1;
         if !client.command.is_empty() {
             *commands.entry((caller.0.clone(), client.command.clone())).or_default() += 1;
@@ -568,7 +582,7 @@ id=11 addr=/tmp/redis.sock:0 laddr=/tmp/redis.sock:0 fd=9 name= age=1 idle=1 fla
     }
 
     #[test]
-    fn callers_are_the_first_network_holding_the_address_else_the_address() {
+    fn callers_are_the_first_network_holding_the_address_else_a_known_target_else_the_address() {
         let config = RedisObserverConfig {
             callers: vec![
                 CallerNetwork {
@@ -591,9 +605,21 @@ id=11 addr=/tmp/redis.sock:0 laddr=/tmp/redis.sock:0 fd=9 name= age=1 idle=1 fla
             .iter()
             .map(|caller| (parse_network(&caller.network).unwrap(), caller))
             .collect();
-        let caller = |ip: &str| caller_of(Some(ip.parse().unwrap()), &networks);
+        let known = HashMap::from([
+            (
+                "127.0.0.2".parse().unwrap(),
+                ("elsewhere".to_string(), "api".to_string()),
+            ),
+            (
+                "10.0.0.2".parse().unwrap(),
+                ("dc-2-host-1".to_string(), "api".to_string()),
+            ),
+        ]);
+        let caller = |ip: &str| caller_of(Some(ip.parse().unwrap()), &networks, &known);
+        // A configured network wins over a known target at the same address.
         assert_eq!(caller("127.0.0.2"), ("dc-1-host-1".to_string(), "backend".to_string()));
         assert_eq!(caller("127.0.0.3"), ("loopback".to_string(), String::new()));
+        assert_eq!(caller("10.0.0.2"), ("dc-2-host-1".to_string(), "api".to_string()));
         assert_eq!(caller("10.0.0.1"), ("10.0.0.1".to_string(), String::new()));
     }
 
@@ -656,7 +682,7 @@ id=11 addr=/tmp/redis.sock:0 laddr=/tmp/redis.sock:0 fd=9 name= age=1 idle=1 fla
         let mut state = ObserverState::default();
         let mut poll = |clients: &[Client]| {
             let mut out = String::new();
-            write_clients(&mut out, clients, &networks, &config, &mut state);
+            write_clients(&mut out, clients, &networks, &HashMap::new(), &config, &mut state);
             out
         };
         let first = poll(&[client(1, "10.0.0.1"), client(2, "10.0.0.1")]);

@@ -75,6 +75,10 @@ pub struct ScrapeContext {
     /// samples, and samples without a timestamp) comes from: the wall clock, or a
     /// simulation's.
     pub clock: Clock,
+    /// Every target's health and labels, when the collector keeps them (`epicenter run`):
+    /// the Redis observer names a caller whose address is a known target by that target's
+    /// host and service.
+    pub targets: Option<Arc<crate::targets::TargetRegistry>>,
 }
 
 /// The time a scrape is stamped with, in milliseconds since the epoch.
@@ -247,8 +251,11 @@ impl Scraper {
         let started = Instant::now();
         let fetched = match &job.config.redis_observer {
             Some(observer) => {
-                let polled =
-                    tokio::time::timeout(target.timeout, observe(target, job, observer, &mut state.observer)).await;
+                let polled = tokio::time::timeout(
+                    target.timeout,
+                    observe(target, job, observer, context, &mut state.observer),
+                )
+                .await;
                 if polled.is_err() {
                     // The reply may still arrive on the connection: start afresh.
                     state.observer.disconnect();
@@ -532,6 +539,7 @@ async fn observe(
     target: &Target,
     job: &Job,
     config: &crate::redis_observer::RedisObserverConfig,
+    context: &ScrapeContext,
     state: &mut crate::redis_observer::ObserverState,
 ) -> Result<(Option<String>, Vec<u8>), ScrapeError> {
     let address = url::Url::parse(&target.url)
@@ -549,7 +557,12 @@ async fn observe(
         username: &username,
         password: password.expose(),
     });
-    let body = crate::redis_observer::observe(&address, config, credentials, state)
+    let known = context
+        .targets
+        .as_ref()
+        .map(|targets| targets.placements_by_ip(&context.placement))
+        .unwrap_or_default();
+    let body = crate::redis_observer::observe(&address, config, credentials, &known, state)
         .await
         .map_err(ScrapeError::Request)?;
     Ok((Some("text/plain; version=0.0.4".to_string()), body.into_bytes()))

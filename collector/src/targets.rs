@@ -301,7 +301,7 @@ pub struct DownTarget {
 }
 
 /// Health of every target, updated from scrape outcomes.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct TargetRegistry {
     /// By target identity (job, URL and labels): two targets may share an address.
     targets: Mutex<BTreeMap<u64, TargetStatus>>,
@@ -366,6 +366,42 @@ impl TargetRegistry {
                 (status.scrape_pool.clone(), instance, status.health)
             })
             .collect()
+    }
+
+    /// The placement (host, service) of every target whose address is an IP literal, by
+    /// that IP: how the Redis observer names a caller that is itself a known target. An IP
+    /// whose targets name different services keeps the host and an empty service (a host
+    /// running several services); targets without a host in their placement are left out.
+    pub fn placements_by_ip(
+        &self,
+        placement: &epicenter_store::config::PlacementConfig,
+    ) -> std::collections::HashMap<std::net::IpAddr, (String, String)> {
+        let mut found: std::collections::HashMap<std::net::IpAddr, (String, String)> = std::collections::HashMap::new();
+        for status in self.lock().values() {
+            let Some(ip) = url::Url::parse(&status.scrape_url)
+                .ok()
+                .and_then(|url| match url.host()? {
+                    url::Host::Ipv4(ip) => Some(std::net::IpAddr::V4(ip)),
+                    url::Host::Ipv6(ip) => Some(std::net::IpAddr::V6(ip)),
+                    url::Host::Domain(_) => None,
+                })
+            else {
+                continue;
+            };
+            let placed = epicenter_store::rows::Placement::of(&status.labels, placement);
+            if placed.host.is_empty() {
+                continue;
+            }
+            found
+                .entry(ip)
+                .and_modify(|(host, service)| {
+                    if *host == placed.host && *service != placed.service {
+                        service.clear();
+                    }
+                })
+                .or_insert((placed.host, placed.service));
+        }
+        found
     }
 
     /// Every target's status, by identity.

@@ -57,7 +57,7 @@ async fn scrape(job: &Job) -> ScrapeOutcome {
     let context = ScrapeContext {
         placement: PlacementConfig::default(),
         external_labels: Labels::new(),
-        clock: Default::default(),
+        ..Default::default()
     };
     Scraper::new()
         .unwrap()
@@ -151,7 +151,7 @@ async fn a_bearer_token_file_rotated_while_scraping_is_used_from_the_next_scrape
     let context = ScrapeContext {
         placement: PlacementConfig::default(),
         external_labels: Labels::new(),
-        clock: Default::default(),
+        ..Default::default()
     };
     let scraper = Scraper::new().unwrap();
     let mut state = TargetState::default();
@@ -301,7 +301,7 @@ async fn oauth2_client_credentials_get_a_token_keep_it_until_it_expires_and_fail
     let context = ScrapeContext {
         placement: PlacementConfig::default(),
         external_labels: Labels::new(),
-        clock: Default::default(),
+        ..Default::default()
     };
     let scraper = Scraper::new().unwrap();
     let mut state = TargetState::default();

@@ -66,7 +66,7 @@ async fn scrape_job(job: &Job) -> ScrapeOutcome {
     let context = ScrapeContext {
         placement: PlacementConfig::default(),
         external_labels: Labels::new(),
-        clock: Default::default(),
+        ..Default::default()
     };
     Scraper::for_job(&job.config)
         .unwrap()

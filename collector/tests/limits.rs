@@ -56,7 +56,7 @@ async fn scrape(job: &Job) -> ScrapeOutcome {
     let context = ScrapeContext {
         placement: PlacementConfig::default(),
         external_labels: Labels::new(),
-        clock: Default::default(),
+        ..Default::default()
     };
     Scraper::new()
         .unwrap()

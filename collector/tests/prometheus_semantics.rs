@@ -51,7 +51,7 @@ async fn scrape(address: &str, path: &str, extra: &str) -> ScrapeOutcome {
     let context = ScrapeContext {
         placement: PlacementConfig::default(),
         external_labels: Labels::new(),
-        clock: Default::default(),
+        ..Default::default()
     };
     let outcome = Scraper::new()
         .unwrap()
@@ -284,7 +284,7 @@ async fn one_exporter_probed_for_three_targets_gives_three_series_sets() {
     let context = ScrapeContext {
         placement: PlacementConfig::default(),
         external_labels: Labels::new(),
-        clock: Default::default(),
+        ..Default::default()
     };
     let scraper = Scraper::new().unwrap();
     let mut sets = Vec::new();

@@ -71,7 +71,7 @@ async fn scrape(target: &str, extra: &str) -> ScrapeOutcome {
     let context = ScrapeContext {
         placement: PlacementConfig::default(),
         external_labels: Labels::new(),
-        clock: Default::default(),
+        ..Default::default()
     };
     Scraper::for_job(&job.config)
         .unwrap()

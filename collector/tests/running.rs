@@ -24,7 +24,7 @@ impl RunningJob {
         let context = Arc::new(epicenter_collector::scrape::ScrapeContext {
             placement: epicenter_store::config::PlacementConfig::default(),
             external_labels: epicenter_store::rows::Labels::new(),
-            clock: Default::default(),
+            ..Default::default()
         });
         let running = tokio::spawn(epicenter_collector::job::run_job(
             Arc::new(job),

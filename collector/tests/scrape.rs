@@ -174,7 +174,7 @@ fn context() -> ScrapeContext {
     ScrapeContext {
         placement: PlacementConfig::default(),
         external_labels,
-        clock: Default::default(),
+        ..Default::default()
     }
 }
 

@@ -94,7 +94,7 @@ async fn a_scraped_body_reads_back_exactly() {
     let context = ScrapeContext {
         placement: PlacementConfig::default(),
         external_labels: Default::default(),
-        clock: Default::default(),
+        ..Default::default()
     };
     let outcome = Scraper::new()
         .unwrap()

@@ -139,7 +139,7 @@ async fn scrape(job: &Job) -> ScrapeOutcome {
     let context = ScrapeContext {
         placement: PlacementConfig::default(),
         external_labels: Default::default(),
-        clock: Default::default(),
+        ..Default::default()
     };
     Scraper::with_tls(job.config.tls_config.as_ref())
         .unwrap()
