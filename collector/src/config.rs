@@ -1163,8 +1163,8 @@ pub fn check_listed_target(target: &str) -> Result<(), String> {
     check_target(target)
 }
 
-/// `address` with the scheme's default port (`:80` for http, `:443` for https) when it has
-/// none, as Prometheus 2.42 adds it after relabeling (`PopulateLabels`); unchanged otherwise.
+/// `address` with the scheme's default port (`:80` for http, `:443` for https, `:6379` for a
+/// `redis_observer` job's `redis`) when it has none, as Prometheus 2.42 adds it after relabeling (`PopulateLabels`); unchanged otherwise.
 pub fn with_default_port(address: &str, scheme: &str) -> String {
     let bracketed_v6 = address.starts_with('[') && address.ends_with(']');
     let has_port = !bracketed_v6 && address.contains(':');
@@ -1173,6 +1173,7 @@ pub fn with_default_port(address: &str, scheme: &str) -> String {
     }
     match scheme {
         "https" => format!("{address}:443"),
+        "redis" => format!("{address}:6379"),
         _ => format!("{address}:80"),
     }
 }

@@ -202,7 +202,14 @@ fn finish_target(mut labels: Labels, job: &Job) -> Result<Target, String> {
             PromDuration(interval)
         ));
     }
-    let scheme = labels.get("__scheme__").cloned().unwrap_or_else(|| "http".to_string());
+    // A `redis_observer` job's targets are Redis nodes: `redis://host:port` (6379 by
+    // default), whatever `scheme` and `metrics_path` say.
+    let observer = job.config.redis_observer.is_some();
+    let scheme = if observer {
+        "redis".to_string()
+    } else {
+        labels.get("__scheme__").cloned().unwrap_or_else(|| "http".to_string())
+    };
     let listed = labels.get("__address__").ok_or("relabeling left no __address__")?;
     let address = with_default_port(listed, &scheme);
     check_target(&address).map_err(|reason| format!("after relabeling: {reason}"))?;
@@ -217,8 +224,12 @@ fn finish_target(mut labels: Labels, job: &Job) -> Result<Target, String> {
                 .map(|param| format!("{}={}", url_escape(param), url_escape(value)))
         })
         .collect();
-    let mut url = format!("{scheme}://{address}{path}");
-    if !query.is_empty() {
+    let mut url = if observer {
+        format!("redis://{address}")
+    } else {
+        format!("{scheme}://{address}{path}")
+    };
+    if !query.is_empty() && !observer {
         url.push('?');
         url.push_str(&query.join("&"));
     }
@@ -383,7 +394,8 @@ impl TargetRegistry {
                 .and_then(|url| match url.host()? {
                     url::Host::Ipv4(ip) => Some(std::net::IpAddr::V4(ip)),
                     url::Host::Ipv6(ip) => Some(std::net::IpAddr::V6(ip)),
-                    url::Host::Domain(_) => None,
+                    // A non-special scheme (`redis://`) leaves an IPv4 address unparsed.
+                    url::Host::Domain(name) => name.parse().ok(),
                 })
             else {
                 continue;
@@ -485,6 +497,18 @@ mod tests {
         );
         assert_eq!(plain.labels["every"], "15s");
         assert!(!by_instance.contains_key("10.0.0.3:9100"));
+    }
+
+    #[test]
+    fn a_redis_observer_target_is_a_redis_url_on_6379_by_default() {
+        let job = job("scrape_configs:\n  - job_name: observer\n    metrics_path: /ignored\n    params: {a: [b]}\n    redis_observer: {}\n    static_configs:\n      - targets: ['10.0.0.1', '10.0.0.2:7000', '[::1]']\n");
+        let (targets, _) = targets_for_job(&job);
+        let urls: Vec<&str> = targets.iter().map(|target| target.url.as_str()).collect();
+        assert_eq!(
+            urls,
+            ["redis://10.0.0.1:6379", "redis://10.0.0.2:7000", "redis://[::1]:6379"]
+        );
+        assert_eq!(targets[0].instance(), "10.0.0.1:6379");
     }
 
     #[test]
