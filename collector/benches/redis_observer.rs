@@ -189,13 +189,14 @@ fn main() {
         callers: Vec::new(),
         max_clients_listed: u64::MAX,
         output_buffer_threshold_bytes: 1 << 20,
+        reverse_dns: false,
     };
     let mut state = ObserverState::default();
     let address = format!("127.0.0.1:{port}");
     let mut listed_bytes = 0;
     let observed = measure("epicenter observer", pid, port, seconds, || {
         let body = runtime
-            .block_on(observe(&address, &config, None, &Default::default(), &mut state))
+            .block_on(observe(&address, &config, None, &Default::default(), None, &mut state))
             .unwrap();
         listed_bytes = body.len();
         assert!(body.contains("epicenter_redis_observer_clients_listed"), "{body}");

@@ -24,8 +24,8 @@
 //! A caller is the client's address (`addr` of `CLIENT LIST`, Redis's `CLIENT LIST` reply
 //! format) mapped to a host by the job's `callers` networks (first match wins), else by the
 //! placement of a known target at that IP (any job's: a scraped service calling Redis from
-//! the address it is scraped at), else it is its own `caller_host` (the IP) with an empty
-//! `caller_service`. The
+//! the address it is scraped at), else (with `reverse_dns`) by its PTR name, else it is its
+//! own `caller_host` (the IP) with an empty `caller_service`. The
 //! observer's own connection is left out. Connections opened and closed between two polls are
 //! not seen one by one; `…connections_received_total` still counts them.
 //!
@@ -62,6 +62,72 @@ pub struct RedisObserverConfig {
     /// `epicenter_redis_clients_output_buffer_over_threshold`. Default 1 MiB.
     #[serde(default = "default_output_buffer_threshold")]
     pub output_buffer_threshold_bytes: u64,
+    /// Name a caller that no network and no known target places by its reverse-DNS (PTR)
+    /// name, the trailing dot removed, as `caller_host`. Default false. Names are cached for
+    /// [`REVERSE_NAME_TTL`] (failures too); a poll waits at most [`REVERSE_LOOKUP_BUDGET`]
+    /// for lookups and names the rest by IP until their answer is in.
+    #[serde(default)]
+    pub reverse_dns: bool,
+}
+
+/// How long a caller's reverse-DNS name (or its failure) is kept: 5 minutes.
+pub const REVERSE_NAME_TTL: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The longest one poll waits for reverse lookups: 500 ms.
+pub const REVERSE_LOOKUP_BUDGET: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The most reverse lookups one poll starts: 64.
+pub const REVERSE_LOOKUPS_PER_POLL: usize = 64;
+
+/// Reverse-DNS names of caller addresses, with when each was asked.
+#[derive(Debug, Default)]
+pub struct ReverseNames {
+    cache: HashMap<IpAddr, (Option<String>, std::time::Instant)>,
+}
+
+impl ReverseNames {
+    /// The cached name of `ip`, if it has one.
+    pub fn name(&self, ip: &IpAddr) -> Option<&str> {
+        self.cache.get(ip).and_then(|(name, _)| name.as_deref())
+    }
+
+    /// Looks up the PTR names of those of `ips` not cached (or cached longer than
+    /// [`REVERSE_NAME_TTL`] ago), at most [`REVERSE_LOOKUPS_PER_POLL`] at once and within
+    /// [`REVERSE_LOOKUP_BUDGET`]; an address without a name, or whose lookup failed, is
+    /// cached as nameless. Lookups still running at the budget are dropped and asked again
+    /// at the next poll.
+    pub async fn refresh(&mut self, resolver: &hickory_resolver::TokioAsyncResolver, ips: &[IpAddr]) {
+        let now = std::time::Instant::now();
+        let due: Vec<IpAddr> = ips
+            .iter()
+            .filter(|ip| {
+                self.cache
+                    .get(ip)
+                    .is_none_or(|(_, asked)| now.duration_since(*asked) > REVERSE_NAME_TTL)
+            })
+            .take(REVERSE_LOOKUPS_PER_POLL)
+            .copied()
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let lookups = due.iter().map(|ip| async move {
+            let name = resolver.reverse_lookup(*ip).await.ok().and_then(|names| {
+                names
+                    .iter()
+                    .next()
+                    .map(|name| name.to_utf8().trim_end_matches('.').to_string())
+            });
+            (*ip, name)
+        });
+        let Ok(answers) = tokio::time::timeout(REVERSE_LOOKUP_BUDGET, futures_util::future::join_all(lookups)).await
+        else {
+            return;
+        };
+        for (ip, name) in answers {
+            self.cache.insert(ip, (name, now));
+        }
+    }
 }
 
 fn default_max_clients_listed() -> u64 {
@@ -124,6 +190,8 @@ pub struct ObserverState {
     closed_total: BTreeMap<Caller, u64>,
     /// Whether the last poll found the node refusing or dropping connections.
     unreachable: bool,
+    /// Callers' reverse-DNS names (`reverse_dns`).
+    reverse: ReverseNames,
 }
 
 impl std::fmt::Debug for ObserverState {
@@ -158,7 +226,7 @@ pub struct Credentials<'a> {
 
 /// Polls the Redis node at `address` (`host:port`) once and returns the exposition text.
 /// `known` places callers that no `callers` network holds: IP → (host, service), from the
-/// collector's targets.
+/// collector's targets; `resolver` names the rest by reverse DNS when `reverse_dns` is set.
 ///
 /// # Errors
 /// The node cannot be reached, refuses `AUTH`, or answers a command with an error: the
@@ -168,9 +236,10 @@ pub async fn observe(
     config: &RedisObserverConfig,
     credentials: Option<Credentials<'_>>,
     known: &HashMap<IpAddr, (String, String)>,
+    resolver: Option<&hickory_resolver::TokioAsyncResolver>,
     state: &mut ObserverState,
 ) -> Result<String, String> {
-    match poll(address, config, credentials, known, state).await {
+    match poll(address, config, credentials, known, resolver, state).await {
         Ok(text) => {
             if state.unreachable {
                 tracing::info!(node = %address, "the Redis node answers again");
@@ -216,6 +285,7 @@ async fn poll(
     config: &RedisObserverConfig,
     credentials: Option<Credentials<'_>>,
     known: &HashMap<IpAddr, (String, String)>,
+    resolver: Option<&hickory_resolver::TokioAsyncResolver>,
     state: &mut ObserverState,
 ) -> Result<String, Failure> {
     if state.connection.is_none() {
@@ -268,7 +338,36 @@ async fn poll(
     match listing {
         Some(text) => {
             let clients: Vec<Client> = parse_client_list(&text).filter(|client| client.id != own_id).collect();
-            write_clients(&mut out, &clients, &networks, known, config, state);
+            let named = match resolver.filter(|_| config.reverse_dns) {
+                Some(resolver) => {
+                    let mut unplaced: Vec<IpAddr> = clients
+                        .iter()
+                        .filter_map(|client| client.ip)
+                        .filter(|ip| {
+                            !known.contains_key(ip) && !networks.iter().any(|(network, _)| network.contains(ip))
+                        })
+                        .collect();
+                    unplaced.sort_unstable();
+                    unplaced.dedup();
+                    state.reverse.refresh(resolver, &unplaced).await;
+                    let mut named = known.clone();
+                    for ip in unplaced {
+                        if let Some(name) = state.reverse.name(&ip) {
+                            named.insert(ip, (name.to_string(), String::new()));
+                        }
+                    }
+                    Some(named)
+                }
+                None => None,
+            };
+            write_clients(
+                &mut out,
+                &clients,
+                &networks,
+                named.as_ref().unwrap_or(known),
+                config,
+                state,
+            );
         }
         None => {
             // Too many connections to list: keep the counters' series (their values stand
@@ -598,6 +697,7 @@ id=11 addr=/tmp/redis.sock:0 laddr=/tmp/redis.sock:0 fd=9 name= age=1 idle=1 fla
             ],
             max_clients_listed: 10,
             output_buffer_threshold_bytes: 1 << 20,
+            reverse_dns: false,
         };
         assert!(problems(&config, "job").is_empty());
         let networks: Vec<_> = config
@@ -633,6 +733,7 @@ id=11 addr=/tmp/redis.sock:0 laddr=/tmp/redis.sock:0 fd=9 name= age=1 idle=1 fla
             }],
             max_clients_listed: 10,
             output_buffer_threshold_bytes: 1,
+            reverse_dns: false,
         };
         let found = problems(&config, "scrape_configs[2].redis_observer");
         let keys: Vec<&str> = found.iter().map(|(key, _)| key.as_str()).collect();
@@ -665,6 +766,7 @@ id=11 addr=/tmp/redis.sock:0 laddr=/tmp/redis.sock:0 fd=9 name= age=1 idle=1 fla
             ],
             max_clients_listed: 10,
             output_buffer_threshold_bytes: 1 << 20,
+            reverse_dns: false,
         };
         let networks: Vec<_> = config
             .callers

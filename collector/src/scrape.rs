@@ -51,6 +51,9 @@ pub struct TargetState {
     generation: u64,
     /// The Redis observer's connection and counters, for a `redis_observer` job.
     observer: crate::redis_observer::ObserverState,
+    /// Its resolver for callers' reverse-DNS names (`redis_observer.reverse_dns`), made at
+    /// the first poll.
+    observer_resolver: Option<hickory_resolver::TokioAsyncResolver>,
 }
 
 #[derive(Debug)]
@@ -253,7 +256,14 @@ impl Scraper {
             Some(observer) => {
                 let polled = tokio::time::timeout(
                     target.timeout,
-                    observe(target, job, observer, context, &mut state.observer),
+                    observe(
+                        target,
+                        job,
+                        observer,
+                        context,
+                        &mut state.observer,
+                        &mut state.observer_resolver,
+                    ),
                 )
                 .await;
                 if polled.is_err() {
@@ -541,6 +551,7 @@ async fn observe(
     config: &crate::redis_observer::RedisObserverConfig,
     context: &ScrapeContext,
     state: &mut crate::redis_observer::ObserverState,
+    resolver: &mut Option<hickory_resolver::TokioAsyncResolver>,
 ) -> Result<(Option<String>, Vec<u8>), ScrapeError> {
     let address = url::Url::parse(&target.url)
         .ok()
@@ -562,7 +573,13 @@ async fn observe(
         .as_ref()
         .map(|targets| targets.placements_by_ip(&context.placement))
         .unwrap_or_default();
-    let body = crate::redis_observer::observe(&address, config, credentials, &known, state)
+    if config.reverse_dns && resolver.is_none() {
+        *resolver = Some(
+            crate::dns_sd::resolver(&job.dns_servers, crate::redis_observer::REVERSE_LOOKUP_BUDGET)
+                .map_err(ScrapeError::Request)?,
+        );
+    }
+    let body = crate::redis_observer::observe(&address, config, credentials, &known, resolver.as_ref(), state)
         .await
         .map_err(ScrapeError::Request)?;
     Ok((Some("text/plain; version=0.0.4".to_string()), body.into_bytes()))

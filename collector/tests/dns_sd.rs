@@ -26,7 +26,7 @@ mod running;
 /// a name not in the file is NXDOMAIN. Prints its UDP port, then serves until killed.
 const SERVER: &str = r#"
 import json, sys, time
-from dnslib import RR, QTYPE, RCODE, A, AAAA, MX, SRV, DNSLabel
+from dnslib import RR, QTYPE, RCODE, A, AAAA, MX, SRV, PTR, DNSLabel
 from dnslib.server import DNSServer, BaseResolver, DNSLogger
 
 zone_path = sys.argv[1]
@@ -50,6 +50,8 @@ class Zone(BaseResolver):
                 rdata = A(data)
             elif kind == "AAAA":
                 rdata = AAAA(data)
+            elif kind == "PTR":
+                rdata = PTR(data)
             reply.add_answer(RR(name, request.q.qtype, rdata=rdata, ttl=60))
         return reply
 
@@ -306,6 +308,30 @@ async fn a_name_that_disappears_takes_its_targets_with_it() {
     running.stop().await;
     drop(dns);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The Redis observer's reverse-DNS names of callers (`redis_observer.reverse_dns`): a PTR
+/// record names 10.7.0.2 (its trailing dot dropped), 10.7.0.3 has none (NXDOMAIN), and the
+/// answers are cached: with the server gone, the names stay. (Loopback addresses are not
+/// asked: the resolver names them `localhost` itself, RFC 6761.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redis_observer_names_callers_by_their_ptr_records_and_caches_them() {
+    let Some(python) = python() else { return };
+    let dir = temp_dir("reverse");
+    let zone = serde_json::json!({
+        "2.0.7.10.in-addr.arpa.": {"PTR": ["dc-7-host-2.example.test."]},
+    });
+    let dns = start_dns(&python, &dir, &zone);
+    let server: SocketAddr = format!("127.0.0.1:{}", dns.port).parse().unwrap();
+    let resolver = resolver(&[server], Duration::from_millis(300)).unwrap();
+    let mut names = epicenter_collector::redis_observer::ReverseNames::default();
+    let (named, nameless) = ("10.7.0.2".parse().unwrap(), "10.7.0.3".parse().unwrap());
+    names.refresh(&resolver, &[named, nameless]).await;
+    assert_eq!(names.name(&named), Some("dc-7-host-2.example.test"));
+    assert_eq!(names.name(&nameless), None);
+    drop(dns);
+    names.refresh(&resolver, &[named, nameless]).await;
+    assert_eq!(names.name(&named), Some("dc-7-host-2.example.test"), "cached");
 }
 
 #[test]
