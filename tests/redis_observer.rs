@@ -293,6 +293,93 @@ fn per_caller_host_connection_counts_equal_what_was_opened() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A node busy for more than a second (`DEBUG SLEEP 1.2`, timed to start 0.3 s before a
+/// poll, twice) is waited for up to the job's `scrape_timeout` (1.9 s), not the Redis
+/// client's own 0.5 s default: every scrape up, one having waited more than 0.6 s.
+#[test]
+fn a_node_busy_for_a_second_is_waited_for_up_to_the_scrape_timeout() {
+    let Some(binaries) = require(&["redis-server"]) else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("epicenter-observer-busy-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut guard = Guard::default();
+    let port = free_port();
+    guard.keep(spawn(
+        Command::new(&binaries[0])
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args(["--enable-debug-command", "local", "--dir"])
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    ));
+    assert!(wait_port(port, Duration::from_secs(10)), "redis-server did not start");
+    let api = format!("127.0.0.1:{}", free_port());
+    let config = format!(
+        "global: {{scrape_interval: 2s, scrape_timeout: 1900ms}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n  - job_name: redis-observer\n    redis_observer: {{}}\n    static_configs: [{{targets: ['127.0.0.1:{port}'], labels: {{pod: redis-1}}}}]\nstorage:\n  embedded: {{path: '{}'}}\nplacement: {{instance_label: pod}}\n",
+        dir.join("data").display()
+    );
+    start_epicenter(&dir, &api, &config, &mut guard);
+    let data = dir.join("data");
+    // The observer polls every 2 s from a fixed offset: from the last stored scrape's time,
+    // put the node to sleep for 1.2 s starting 0.3 s before each of the next two polls, so
+    // each poll waits about 0.9 s for its answer (the client's own default would give up at
+    // 0.5 s).
+    let last_ms = |data: &Path| -> i64 {
+        sql(data, "SELECT toUnixTimestamp64Milli(max(time)) FROM scrapes")[0][0]
+            .parse()
+            .unwrap()
+    };
+    let first = wait_for(Duration::from_secs(60), || last_ms(&data), |ms| *ms > 0);
+    assert!(first > 0, "no scrape stored\n{}", epicenter_log(&dir));
+    let since_ms = wall_ms();
+    let mut next_ms = first + 2_000;
+    while next_ms - 300 < since_ms + 100 {
+        next_ms += 2_000;
+    }
+    for _ in 0..2 {
+        use std::io::{Read, Write};
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        std::thread::sleep(Duration::from_millis((next_ms - 300 - wall_ms()).max(0) as u64));
+        stream.write_all(b"DEBUG SLEEP 1.2\r\n").unwrap();
+        let mut answer = [0u8; 5];
+        stream.read_exact(&mut answer).unwrap();
+        assert_eq!(&answer, b"+OK\r\n");
+        next_ms += 2_000;
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let rows = sql(
+        &data,
+        &format!("SELECT up, duration_seconds, error FROM scrapes WHERE time >= fromUnixTimestamp64Milli({since_ms}) ORDER BY time"),
+    );
+    eprintln!("scrapes while the node slept: {rows:?}");
+    assert!(rows.len() >= 2, "{rows:?}");
+    assert!(
+        rows.iter().all(|row| row[0] == "1"),
+        "a scrape failed on a node busy for 1 s: {rows:?}"
+    );
+    let waited = rows
+        .iter()
+        .map(|row| row[1].parse::<f64>().unwrap())
+        .fold(0.0, f64::max);
+    assert!(
+        waited > 0.3,
+        "no scrape waited on the sleeping node (longest {waited} s): {rows:?}"
+    );
+    drop(guard);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The seed incident with no client metrics: twelve clients with pools to six nodes export
 /// nothing; the observer is epicenter's only source. `kill -9` of redis-2-1 is named.
 #[test]

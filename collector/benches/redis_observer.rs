@@ -196,7 +196,15 @@ fn main() {
     let mut listed_bytes = 0;
     let observed = measure("epicenter observer", pid, port, seconds, || {
         let body = runtime
-            .block_on(observe(&address, &config, None, &Default::default(), None, &mut state))
+            .block_on(observe(
+                &address,
+                &config,
+                None,
+                &Default::default(),
+                None,
+                Duration::from_secs(5),
+                &mut state,
+            ))
             .unwrap();
         listed_bytes = body.len();
         assert!(body.contains("epicenter_redis_observer_clients_listed"), "{body}");

@@ -723,6 +723,7 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
                 problems.push(key, message);
             }
             for (present, key) in [
+                (scrape.scheme == Scheme::Https, "scheme"),
                 (scrape.authorization.is_some(), "authorization"),
                 (scrape.bearer_token.is_some(), "bearer_token"),
                 (scrape.bearer_token_file.is_some(), "bearer_token_file"),
@@ -1249,7 +1250,7 @@ mod tests {
 
     #[test]
     fn a_redis_observer_job_names_its_bad_keys_by_path() {
-        let yaml = "scrape_configs:\n  - job_name: observer\n    tls_config: {insecure_skip_verify: true}\n    redis_observer:\n      callers:\n        - {network: 10.0.0.0/40, host: dc-1-host-1}\n        - {network: 10.0.1.0/24, host: ''}\n";
+        let yaml = "scrape_configs:\n  - job_name: observer\n    scheme: https\n    tls_config: {insecure_skip_verify: true}\n    redis_observer:\n      callers:\n        - {network: 10.0.0.0/40, host: dc-1-host-1}\n        - {network: 10.0.1.0/24, host: ''}\n";
         let errors = CollectorConfig::from_yaml(yaml).unwrap().validate().unwrap_err();
         let paths: Vec<&str> = errors.iter().map(|error| error.path.as_str()).collect();
         assert_eq!(
@@ -1257,6 +1258,7 @@ mod tests {
             [
                 "scrape_configs[0].redis_observer.callers[0].network",
                 "scrape_configs[0].redis_observer.callers[1].host",
+                "scrape_configs[0].scheme",
                 "scrape_configs[0].tls_config"
             ],
             "{errors:?}"

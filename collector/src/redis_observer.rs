@@ -19,7 +19,8 @@
 //! | `epicenter_redis_clients_output_buffer_over_threshold` | gauge | connections whose output buffer (`omem`) exceeds `output_buffer_threshold_bytes` |
 //! | `epicenter_redis_connected_clients`, `…_blocked_clients`, `…_maxclients` | gauge | from `INFO clients` |
 //! | `epicenter_redis_connections_received_total`, `…_rejected_total` | counter | `INFO stats` `total_connections_received`, `rejected_connections` |
-//! | `epicenter_redis_observer_clients_listed` | gauge | connections `CLIENT LIST` returned (0 when the node is over `max_clients_listed` and the listing was skipped) |
+//! | `epicenter_redis_observer_clients_listed` | gauge | connections `CLIENT LIST` returned, observers' own left out (0 when the listing was skipped) |
+//! | `epicenter_redis_observer_listing_skipped` | gauge | 1 when the node had more than `max_clients_listed` clients and `CLIENT LIST` was not run |
 //!
 //! A caller is the client's address (`addr` of `CLIENT LIST`, Redis's `CLIENT LIST` reply
 //! format) mapped to a host by the job's `callers` networks (first match wins), else by the
@@ -192,6 +193,8 @@ pub struct ObserverState {
     unreachable: bool,
     /// Callers' reverse-DNS names (`reverse_dns`).
     reverse: ReverseNames,
+    /// Every (caller host, command) printed so far: one without connections now reads 0.
+    commands_seen: std::collections::BTreeSet<(String, String)>,
 }
 
 impl std::fmt::Debug for ObserverState {
@@ -224,7 +227,12 @@ pub struct Credentials<'a> {
     pub password: &'a str,
 }
 
-/// Polls the Redis node at `address` (`host:port`) once and returns the exposition text.
+/// The name the observer's connections give themselves (`CLIENT SETNAME`): they show as such
+/// in `CLIENT LIST`, and every observer (another job's, another epicenter's) leaves them out.
+pub const OBSERVER_CLIENT_NAME: &str = "epicenter-observer";
+
+/// Polls the Redis node at `address` (`host:port`) once, each command and the connection
+/// waiting at most `timeout` (the job's `scrape_timeout`), and returns the exposition text.
 /// `known` places callers that no `callers` network holds: IP → (host, service), from the
 /// collector's targets; `resolver` names the rest by reverse DNS when `reverse_dns` is set.
 ///
@@ -237,9 +245,10 @@ pub async fn observe(
     credentials: Option<Credentials<'_>>,
     known: &HashMap<IpAddr, (String, String)>,
     resolver: Option<&hickory_resolver::TokioAsyncResolver>,
+    timeout: std::time::Duration,
     state: &mut ObserverState,
 ) -> Result<String, String> {
-    match poll(address, config, credentials, known, resolver, state).await {
+    match poll(address, config, credentials, known, resolver, timeout, state).await {
         Ok(text) => {
             if state.unreachable {
                 tracing::info!(node = %address, "the Redis node answers again");
@@ -286,10 +295,11 @@ async fn poll(
     credentials: Option<Credentials<'_>>,
     known: &HashMap<IpAddr, (String, String)>,
     resolver: Option<&hickory_resolver::TokioAsyncResolver>,
+    timeout: std::time::Duration,
     state: &mut ObserverState,
 ) -> Result<String, Failure> {
     if state.connection.is_none() {
-        state.connection = Some(connect(address, credentials).await?);
+        state.connection = Some(connect(address, credentials, timeout).await?);
     }
     let Some((connection, own_id)) = state.connection.as_mut() else {
         return Err(Failure {
@@ -337,7 +347,9 @@ async fn poll(
     write_info(&mut out, &info);
     match listing {
         Some(text) => {
-            let clients: Vec<Client> = parse_client_list(&text).filter(|client| client.id != own_id).collect();
+            let clients: Vec<Client> = parse_client_list(&text)
+                .filter(|client| client.id != own_id && client.name != OBSERVER_CLIENT_NAME)
+                .collect();
             let named = match resolver.filter(|_| config.reverse_dns) {
                 Some(resolver) => {
                     let mut unplaced: Vec<IpAddr> = clients
@@ -374,6 +386,8 @@ async fn poll(
             // still) and say the listing was skipped.
             let _ = writeln!(out, "# TYPE epicenter_redis_observer_clients_listed gauge");
             let _ = writeln!(out, "epicenter_redis_observer_clients_listed 0");
+            let _ = writeln!(out, "# TYPE epicenter_redis_observer_listing_skipped gauge");
+            let _ = writeln!(out, "epicenter_redis_observer_listing_skipped 1");
             state.previous = None;
             write_counters(&mut out, state);
         }
@@ -384,6 +398,7 @@ async fn poll(
 async fn connect(
     address: &str,
     credentials: Option<Credentials<'_>>,
+    timeout: std::time::Duration,
 ) -> Result<(redis::aio::MultiplexedConnection, u64), Failure> {
     use redis::IntoConnectionInfo as _;
     let info = format!("redis://{address}/")
@@ -404,7 +419,11 @@ async fn connect(
     };
     let client = redis::Client::open(info).map_err(|error| Failure::of(&format!("connecting to {address}"), &error))?;
     let mut connection = client
-        .get_multiplexed_async_connection()
+        .get_multiplexed_async_connection_with_config(
+            &redis::AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(timeout))
+                .set_response_timeout(Some(timeout)),
+        )
         .await
         .map_err(|error| Failure::of(&format!("connecting to {address}"), &error))?;
     let own_id: u64 = redis::cmd("CLIENT")
@@ -412,6 +431,13 @@ async fn connect(
         .query_async(&mut connection)
         .await
         .map_err(|error| Failure::of("CLIENT ID", &error))?;
+    // Named, so that other observers leave it out and an operator sees what it is; an ACL
+    // user without `client|setname` still observes (its connection stays unnamed).
+    let _: redis::RedisResult<()> = redis::cmd("CLIENT")
+        .arg("SETNAME")
+        .arg(OBSERVER_CLIENT_NAME)
+        .query_async(&mut connection)
+        .await;
     Ok((connection, own_id))
 }
 
@@ -420,6 +446,8 @@ async fn connect(
 fn describe(error: &redis::RedisError) -> String {
     if error.kind() == redis::ErrorKind::AuthenticationFailed {
         "authentication failed (check the job's basic_auth username and password)".to_string()
+    } else if error.code() == Some("NOAUTH") {
+        "the node requires a password (set the job's basic_auth)".to_string()
     } else {
         error.to_string()
     }
@@ -442,6 +470,7 @@ struct Client {
     idle_seconds: f64,
     output_buffer_bytes: u64,
     command: String,
+    name: String,
 }
 
 /// The lines of a `CLIENT LIST` reply (`id=… addr=ip:port … age=… idle=… omem=… cmd=…`,
@@ -455,6 +484,7 @@ fn parse_client_list(text: &str) -> impl Iterator<Item = Client> + '_ {
             idle_seconds: 0.0,
             output_buffer_bytes: 0,
             command: String::new(),
+            name: String::new(),
         };
         let mut has_id = false;
         for field in line.split(' ') {
@@ -471,6 +501,7 @@ fn parse_client_list(text: &str) -> impl Iterator<Item = Client> + '_ {
                 "idle" => client.idle_seconds = value.parse().unwrap_or(0.0),
                 "omem" => client.output_buffer_bytes = value.parse().unwrap_or(0),
                 "cmd" => client.command = value.to_string(),
+                "name" => client.name = value.to_string(),
                 _ => {}
             }
         }
@@ -574,6 +605,8 @@ fn write_clients(
 
     let _ = writeln!(out, "# TYPE epicenter_redis_observer_clients_listed gauge");
     let _ = writeln!(out, "epicenter_redis_observer_clients_listed {}", clients.len());
+    let _ = writeln!(out, "# TYPE epicenter_redis_observer_listing_skipped gauge");
+    let _ = writeln!(out, "epicenter_redis_observer_listing_skipped 0");
     let _ = writeln!(out, "# TYPE epicenter_redis_client_connections gauge");
     // Callers seen before and without a connection now are printed at 0, so a caller that
     // lost every connection reads 0, not a gap.
@@ -588,7 +621,10 @@ fn write_clients(
     }
     write_counters(out, state);
     let _ = writeln!(out, "# TYPE epicenter_redis_client_last_command_connections gauge");
-    for ((host, command), count) in &commands {
+    state.commands_seen.extend(commands.keys().cloned());
+    for key in &state.commands_seen {
+        let count = commands.get(key).copied().unwrap_or(0);
+        let (host, command) = key;
         let _ = writeln!(
             out,
             "epicenter_redis_client_last_command_connections{{caller_host=\"{}\",command=\"{}\"}} {count}",
@@ -780,6 +816,7 @@ id=11 addr=/tmp/redis.sock:0 laddr=/tmp/redis.sock:0 fd=9 name= age=1 idle=1 fla
             idle_seconds: 20.0,
             output_buffer_bytes: 0,
             command: "get".to_string(),
+            name: String::new(),
         };
         let mut state = ObserverState::default();
         let mut poll = |clients: &[Client]| {

@@ -148,6 +148,10 @@ pub enum ScrapeError {
     /// Connection or protocol failure.
     #[error("request failed: {0}")]
     Request(String),
+    /// A `redis_observer` poll failed: a command, `AUTH`, or a timeout (the message says
+    /// which; never the password).
+    #[error("redis: {0}")]
+    Redis(String),
     /// The job's `tls_config` cannot be used (unreadable or invalid PEM).
     #[error("tls_config: {0}")]
     Tls(String),
@@ -579,9 +583,17 @@ async fn observe(
                 .map_err(ScrapeError::Request)?,
         );
     }
-    let body = crate::redis_observer::observe(&address, config, credentials, &known, resolver.as_ref(), state)
-        .await
-        .map_err(ScrapeError::Request)?;
+    let body = crate::redis_observer::observe(
+        &address,
+        config,
+        credentials,
+        &known,
+        resolver.as_ref(),
+        target.timeout,
+        state,
+    )
+    .await
+    .map_err(ScrapeError::Redis)?;
     Ok((Some("text/plain; version=0.0.4".to_string()), body.into_bytes()))
 }
 

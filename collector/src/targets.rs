@@ -382,12 +382,16 @@ impl TargetRegistry {
     /// The placement (host, service) of every target whose address is an IP literal, by
     /// that IP: how the Redis observer names a caller that is itself a known target. An IP
     /// whose targets name different services keeps the host and an empty service (a host
-    /// running several services); targets without a host in their placement are left out.
+    /// running several services); an IP whose targets name different hosts (a shared
+    /// address: NAT, loopback in a test rig) places nobody, and targets without a host in
+    /// their placement are left out.
     pub fn placements_by_ip(
         &self,
         placement: &epicenter_store::config::PlacementConfig,
     ) -> std::collections::HashMap<std::net::IpAddr, (String, String)> {
-        let mut found: std::collections::HashMap<std::net::IpAddr, (String, String)> = std::collections::HashMap::new();
+        // None: the IP's targets name different hosts.
+        let mut found: std::collections::HashMap<std::net::IpAddr, Option<(String, String)>> =
+            std::collections::HashMap::new();
         for status in self.lock().values() {
             let Some(ip) = url::Url::parse(&status.scrape_url)
                 .ok()
@@ -406,14 +410,17 @@ impl TargetRegistry {
             }
             found
                 .entry(ip)
-                .and_modify(|(host, service)| {
-                    if *host == placed.host && *service != placed.service {
-                        service.clear();
-                    }
+                .and_modify(|seen| match seen {
+                    Some((host, _)) if *host != placed.host => *seen = None,
+                    Some((_, service)) if *service != placed.service => service.clear(),
+                    _ => {}
                 })
-                .or_insert((placed.host, placed.service));
+                .or_insert(Some((placed.host, placed.service)));
         }
         found
+            .into_iter()
+            .filter_map(|(ip, placed)| Some((ip, placed?)))
+            .collect()
     }
 
     /// Every target's status, by identity.
@@ -497,6 +504,22 @@ mod tests {
         );
         assert_eq!(plain.labels["every"], "15s");
         assert!(!by_instance.contains_key("10.0.0.3:9100"));
+    }
+
+    /// Targets at one IP with one host and two services place that IP's callers on the
+    /// host alone; an IP shared by two hosts places nobody; a DNS name is not an IP.
+    #[test]
+    fn known_targets_place_callers_by_ip_unless_the_ip_is_shared_by_hosts() {
+        let job = job("scrape_configs:\n  - job_name: any\n    static_configs:\n      - targets: ['10.0.0.1:1']\n        labels: {host: a, service: x}\n      - targets: ['10.0.0.1:2']\n        labels: {host: a, service: y}\n      - targets: ['10.0.0.2:1']\n        labels: {host: b, service: x}\n      - targets: ['10.0.0.2:2']\n        labels: {host: c, service: x}\n      - targets: ['10.0.0.3:1']\n        labels: {host: d, service: z}\n      - targets: ['db.example:1']\n        labels: {host: e, service: z}\n");
+        let registry = TargetRegistry::default();
+        for target in targets_for_job(&job).0 {
+            registry.add(&target);
+        }
+        let placed = registry.placements_by_ip(&epicenter_store::config::PlacementConfig::default());
+        let ip = |text: &str| text.parse::<std::net::IpAddr>().unwrap();
+        assert_eq!(placed.len(), 2, "{placed:?}");
+        assert_eq!(placed[&ip("10.0.0.1")], ("a".to_string(), String::new()));
+        assert_eq!(placed[&ip("10.0.0.3")], ("d".to_string(), "z".to_string()));
     }
 
     #[test]
