@@ -380,6 +380,96 @@ fn a_node_busy_for_a_second_is_waited_for_up_to_the_scrape_timeout() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A node that speaks TLS only (`--tls-port`, a certificate for 127.0.0.1 signed by a test
+/// CA): the job with `tls_config: {ca_file}` observes it (`epicenter_redis_up` 1, the scrape
+/// up); the job trusting another CA fails with a certificate error in `scrapes`.
+#[test]
+fn a_tls_node_is_observed_with_the_job_s_ca_and_refused_with_another() {
+    let Some(binaries) = require(&["redis-server"]) else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("epicenter-observer-tls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, text: String| std::fs::write(dir.join(name), text).unwrap();
+    let authority = |name: &str| {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, format!("epicenter test {name}"));
+        write(&format!("{name}.pem"), params.self_signed(&key).unwrap().pem());
+        rcgen::Issuer::new(params, key)
+    };
+    let issuer = authority("ca");
+    authority("other-ca");
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    write("server.pem", params.signed_by(&key, &issuer).unwrap().pem());
+    write("server.key", key.serialize_pem());
+    let mut guard = Guard::default();
+    let port = free_port();
+    guard.keep(spawn(
+        Command::new(&binaries[0])
+            .args(["--port", "0", "--tls-port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--tls-auth-clients", "no"])
+            .arg("--tls-cert-file")
+            .arg(dir.join("server.pem"))
+            .arg("--tls-key-file")
+            .arg(dir.join("server.key"))
+            .arg("--tls-ca-cert-file")
+            .arg(dir.join("ca.pem"))
+            .arg("--dir")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    ));
+    assert!(
+        wait_port(port, Duration::from_secs(10)),
+        "redis-server (TLS) did not start"
+    );
+    let api = format!("127.0.0.1:{}", free_port());
+    let job = |name: &str, ca: &str| {
+        format!(
+            "  - job_name: {name}\n    redis_observer: {{}}\n    tls_config: {{ca_file: '{}'}}\n    static_configs: [{{targets: ['127.0.0.1:{port}'], labels: {{pod: {name}}}}}]\n",
+            dir.join(ca).display()
+        )
+    };
+    let config = format!(
+        "global: {{scrape_interval: 1s, scrape_timeout: 800ms}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n{}{}storage:\n  embedded: {{path: '{}'}}\nplacement: {{instance_label: pod}}\n",
+        job("trusted", "ca.pem"),
+        job("untrusted", "other-ca.pem"),
+        dir.join("data").display()
+    );
+    start_epicenter(&dir, &api, &config, &mut guard);
+    let data = dir.join("data");
+    let summary = |data: &Path| {
+        sql(
+            data,
+            "SELECT job, max(up), any(error) FROM scrapes GROUP BY job HAVING count() >= 3 ORDER BY job",
+        )
+    };
+    let rows = wait_for(Duration::from_secs(60), || summary(&data), |rows| rows.len() == 2);
+    eprintln!("TLS scrapes: {rows:?}");
+    assert_eq!(rows.len(), 2, "{rows:?}\n{}", epicenter_log(&dir));
+    assert_eq!((rows[0][0].as_str(), rows[0][1].as_str()), ("trusted", "1"), "{rows:?}");
+    assert_eq!(
+        (rows[1][0].as_str(), rows[1][1].as_str()),
+        ("untrusted", "0"),
+        "{rows:?}"
+    );
+    assert!(rows[1][2].to_lowercase().contains("certificate"), "{rows:?}");
+    let up = sql(
+        &data,
+        "SELECT max(value) FROM samples WHERE metric = 'epicenter_redis_up' AND instance = 'trusted'",
+    );
+    assert_eq!(up[0][0], "1", "epicenter_redis_up of the TLS node");
+    drop(guard);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The seed incident with no client metrics: twelve clients with pools to six nodes export
 /// nothing; the observer is epicenter's only source. `kill -9` of redis-2-1 is named.
 #[test]

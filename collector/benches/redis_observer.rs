@@ -24,7 +24,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use epicenter_collector::redis_observer::{observe, ObserverState, RedisObserverConfig};
+use epicenter_collector::redis_observer::{observe, Node, ObserverState, RedisObserverConfig};
 
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -193,16 +193,20 @@ fn main() {
     };
     let mut state = ObserverState::default();
     let address = format!("127.0.0.1:{port}");
+    let known = std::collections::HashMap::new();
     let mut listed_bytes = 0;
     let observed = measure("epicenter observer", pid, port, seconds, || {
         let body = runtime
             .block_on(observe(
-                &address,
+                Node {
+                    address: &address,
+                    credentials: None,
+                    tls: None,
+                    known: &known,
+                    resolver: None,
+                    timeout: Duration::from_secs(5),
+                },
                 &config,
-                None,
-                &Default::default(),
-                None,
-                Duration::from_secs(5),
                 &mut state,
             ))
             .unwrap();

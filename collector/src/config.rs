@@ -729,13 +729,26 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
                 (scrape.bearer_token_file.is_some(), "bearer_token_file"),
                 (scrape.oauth2.is_some(), "oauth2"),
                 (scrape.proxy_url.is_some(), "proxy_url"),
-                (scrape.tls_config.is_some(), "tls_config"),
             ] {
                 if present {
                     problems.push(
                         at(key),
-                        "is not supported by redis_observer (it speaks the Redis protocol, without TLS so far; use basic_auth for AUTH)",
+                        "is not supported by redis_observer (it speaks the Redis protocol; use basic_auth for AUTH and tls_config for TLS)",
                     );
+                }
+            }
+            if let Some(tls) = &scrape.tls_config {
+                for (present, key) in [
+                    (tls.server_name.is_some(), "tls_config.server_name"),
+                    (tls.min_version.is_some(), "tls_config.min_version"),
+                    (tls.max_version.is_some(), "tls_config.max_version"),
+                ] {
+                    if present {
+                        problems.push(
+                            at(key),
+                            "is not supported by redis_observer's TLS (ca, ca_file, cert, cert_file, key, key_file and insecure_skip_verify are)",
+                        );
+                    }
                 }
             }
         }
@@ -1250,7 +1263,7 @@ mod tests {
 
     #[test]
     fn a_redis_observer_job_names_its_bad_keys_by_path() {
-        let yaml = "scrape_configs:\n  - job_name: observer\n    scheme: https\n    tls_config: {insecure_skip_verify: true}\n    redis_observer:\n      callers:\n        - {network: 10.0.0.0/40, host: dc-1-host-1}\n        - {network: 10.0.1.0/24, host: ''}\n";
+        let yaml = "scrape_configs:\n  - job_name: observer\n    scheme: https\n    tls_config: {insecure_skip_verify: true, server_name: redis.example}\n    redis_observer:\n      callers:\n        - {network: 10.0.0.0/40, host: dc-1-host-1}\n        - {network: 10.0.1.0/24, host: ''}\n";
         let errors = CollectorConfig::from_yaml(yaml).unwrap().validate().unwrap_err();
         let paths: Vec<&str> = errors.iter().map(|error| error.path.as_str()).collect();
         assert_eq!(
@@ -1259,7 +1272,7 @@ mod tests {
                 "scrape_configs[0].redis_observer.callers[0].network",
                 "scrape_configs[0].redis_observer.callers[1].host",
                 "scrape_configs[0].scheme",
-                "scrape_configs[0].tls_config"
+                "scrape_configs[0].tls_config.server_name"
             ],
             "{errors:?}"
         );

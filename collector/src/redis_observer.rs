@@ -217,6 +217,18 @@ impl ObserverState {
 /// `caller_host`, `caller_service`.
 type Caller = (String, String);
 
+/// TLS to the node (`rediss://`), from the job's `tls_config`: PEM bytes as read from its
+/// `ca`/`ca_file`, `cert`/`cert_file` and `key`/`key_file`.
+#[derive(Clone, Default)]
+pub struct Tls {
+    /// CA certificates to trust instead of the system's roots.
+    pub ca_pem: Option<Vec<u8>>,
+    /// Client certificate and key, for a node with `tls-auth-clients yes`.
+    pub client_pem: Option<(Vec<u8>, Vec<u8>)>,
+    /// Accept any certificate (`insecure_skip_verify`).
+    pub insecure: bool,
+}
+
 /// Credentials for `AUTH`: the job's `basic_auth` user (empty: Redis's `default` user) and
 /// password.
 #[derive(Clone, Copy)]
@@ -227,28 +239,42 @@ pub struct Credentials<'a> {
     pub password: &'a str,
 }
 
+/// One poll's node and how to reach and read it.
+#[derive(Clone, Copy)]
+pub struct Node<'a> {
+    /// `host:port` of the Redis node.
+    pub address: &'a str,
+    /// `AUTH`, from the job's `basic_auth`.
+    pub credentials: Option<Credentials<'a>>,
+    /// TLS, from the job's `tls_config`.
+    pub tls: Option<&'a Tls>,
+    /// Callers no `callers` network holds, placed by the collector's targets: IP → (host,
+    /// service).
+    pub known: &'a HashMap<IpAddr, (String, String)>,
+    /// For `reverse_dns`.
+    pub resolver: Option<&'a hickory_resolver::TokioAsyncResolver>,
+    /// How long the connection and each command may take (the job's `scrape_timeout`).
+    pub timeout: std::time::Duration,
+}
+
 /// The name the observer's connections give themselves (`CLIENT SETNAME`): they show as such
 /// in `CLIENT LIST`, and every observer (another job's, another epicenter's) leaves them out.
 pub const OBSERVER_CLIENT_NAME: &str = "epicenter-observer";
 
-/// Polls the Redis node at `address` (`host:port`) once, each command and the connection
-/// waiting at most `timeout` (the job's `scrape_timeout`), and returns the exposition text.
-/// `known` places callers that no `callers` network holds: IP → (host, service), from the
-/// collector's targets; `resolver` names the rest by reverse DNS when `reverse_dns` is set.
+/// Polls `node` once, the connection and each command waiting at most `node.timeout`, and
+/// returns the exposition text. `node.known` places callers that no `callers` network holds;
+/// `node.resolver` names the rest by reverse DNS when `reverse_dns` is set.
 ///
 /// # Errors
 /// The node cannot be reached, refuses `AUTH`, or answers a command with an error: the
 /// message names the command; the password never appears in it.
 pub async fn observe(
-    address: &str,
+    node: Node<'_>,
     config: &RedisObserverConfig,
-    credentials: Option<Credentials<'_>>,
-    known: &HashMap<IpAddr, (String, String)>,
-    resolver: Option<&hickory_resolver::TokioAsyncResolver>,
-    timeout: std::time::Duration,
     state: &mut ObserverState,
 ) -> Result<String, String> {
-    match poll(address, config, credentials, known, resolver, timeout, state).await {
+    let address = node.address;
+    match poll(node, config, state).await {
         Ok(text) => {
             if state.unreachable {
                 tracing::info!(node = %address, "the Redis node answers again");
@@ -282,24 +308,26 @@ impl Failure {
     fn of(context: &str, error: &redis::RedisError) -> Failure {
         Failure {
             message: format!("{context}: {}", describe(error)),
-            unreachable: error.is_connection_refusal()
-                || error.is_connection_dropped()
-                || (error.is_io_error() && !error.is_timeout()),
+            // Refused, reset or closed: the node (or its host) is gone. A TLS handshake
+            // that fails (an untrusted certificate) is a configuration error, not a loss.
+            unreachable: (error.is_connection_refusal() || error.is_connection_dropped())
+                && !error.is_timeout()
+                && !is_tls_failure(error),
         }
     }
 }
 
-async fn poll(
-    address: &str,
-    config: &RedisObserverConfig,
-    credentials: Option<Credentials<'_>>,
-    known: &HashMap<IpAddr, (String, String)>,
-    resolver: Option<&hickory_resolver::TokioAsyncResolver>,
-    timeout: std::time::Duration,
-    state: &mut ObserverState,
-) -> Result<String, Failure> {
+async fn poll(node: Node<'_>, config: &RedisObserverConfig, state: &mut ObserverState) -> Result<String, Failure> {
+    let Node {
+        address,
+        credentials,
+        tls,
+        known,
+        resolver,
+        timeout,
+    } = node;
     if state.connection.is_none() {
-        state.connection = Some(connect(address, credentials, timeout).await?);
+        state.connection = Some(connect(address, credentials, tls, timeout).await?);
     }
     let Some((connection, own_id)) = state.connection.as_mut() else {
         return Err(Failure {
@@ -398,15 +426,19 @@ async fn poll(
 async fn connect(
     address: &str,
     credentials: Option<Credentials<'_>>,
+    tls: Option<&Tls>,
     timeout: std::time::Duration,
 ) -> Result<(redis::aio::MultiplexedConnection, u64), Failure> {
     use redis::IntoConnectionInfo as _;
-    let info = format!("redis://{address}/")
-        .into_connection_info()
-        .map_err(|error| Failure {
-            message: format!("the address '{address}' is not host:port: {error}"),
-            unreachable: false,
-        })?;
+    let url = match tls {
+        Some(tls) if tls.insecure => format!("rediss://{address}/#insecure"),
+        Some(_) => format!("rediss://{address}/"),
+        None => format!("redis://{address}/"),
+    };
+    let info = url.into_connection_info().map_err(|error| Failure {
+        message: format!("the address '{address}' is not host:port: {error}"),
+        unreachable: false,
+    })?;
     let info = match credentials {
         Some(credentials) => {
             let mut settings = info.redis_settings().clone().set_password(credentials.password);
@@ -417,7 +449,23 @@ async fn connect(
         }
         None => info,
     };
-    let client = redis::Client::open(info).map_err(|error| Failure::of(&format!("connecting to {address}"), &error))?;
+    let client = match tls {
+        Some(tls) => redis::Client::build_with_tls(
+            info,
+            redis::TlsCertificates {
+                client_tls: tls
+                    .client_pem
+                    .clone()
+                    .map(|(client_cert, client_key)| redis::ClientTlsConfig {
+                        client_cert,
+                        client_key,
+                    }),
+                root_cert: tls.ca_pem.clone(),
+            },
+        ),
+        None => redis::Client::open(info),
+    }
+    .map_err(|error| Failure::of(&format!("connecting to {address}"), &error))?;
     let mut connection = client
         .get_multiplexed_async_connection_with_config(
             &redis::AsyncConnectionConfig::new()
@@ -439,6 +487,13 @@ async fn connect(
         .query_async(&mut connection)
         .await;
     Ok((connection, own_id))
+}
+
+/// Whether `error` comes from the TLS layer (rustls reports certificate and handshake
+/// failures as I/O errors of kind `InvalidData`).
+fn is_tls_failure(error: &redis::RedisError) -> bool {
+    let text = error.to_string().to_lowercase();
+    text.contains("certificate") || text.contains("tls") || text.contains("handshake")
 }
 
 /// A Redis error in words, never with a password (the redis crate's errors name the command

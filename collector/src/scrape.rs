@@ -583,18 +583,48 @@ async fn observe(
                 .map_err(ScrapeError::Request)?,
         );
     }
-    let body = crate::redis_observer::observe(
-        &address,
-        config,
+    let tls = match &job.config.tls_config {
+        Some(tls) => Some(observer_tls(tls).map_err(ScrapeError::Tls)?),
+        None => None,
+    };
+    let node = crate::redis_observer::Node {
+        address: &address,
         credentials,
-        &known,
-        resolver.as_ref(),
-        target.timeout,
-        state,
-    )
-    .await
-    .map_err(ScrapeError::Redis)?;
+        tls: tls.as_ref(),
+        known: &known,
+        resolver: resolver.as_ref(),
+        timeout: target.timeout,
+    };
+    let body = crate::redis_observer::observe(node, config, state)
+        .await
+        .map_err(ScrapeError::Redis)?;
     Ok((Some("text/plain; version=0.0.4".to_string()), body.into_bytes()))
+}
+
+/// The Redis observer's TLS settings from a job's `tls_config`: each PEM inline or read from
+/// its file. Errors name the file that cannot be read.
+fn observer_tls(tls: &TlsConfig) -> Result<crate::redis_observer::Tls, String> {
+    let pem = |inline: Option<&str>, file: Option<&std::path::Path>, key: &str| -> Result<Option<Vec<u8>>, String> {
+        match (inline, file) {
+            (Some(text), _) => Ok(Some(text.as_bytes().to_vec())),
+            (None, Some(path)) => std::fs::read(path)
+                .map(Some)
+                .map_err(|error| format!("{key} {}: {error}", path.display())),
+            (None, None) => Ok(None),
+        }
+    };
+    let ca_pem = pem(tls.ca.as_deref(), tls.ca_file.as_deref(), "ca_file")?;
+    let cert = pem(tls.cert.as_deref(), tls.cert_file.as_deref(), "cert_file")?;
+    let key = pem(
+        tls.key.as_ref().map(epicenter_config::Secret::expose),
+        tls.key_file.as_deref(),
+        "key_file",
+    )?;
+    Ok(crate::redis_observer::Tls {
+        ca_pem,
+        client_pem: cert.zip(key),
+        insecure: tls.insecure_skip_verify,
+    })
 }
 
 /// Fails a series whose label names or values are longer than the job allows (Prometheus
