@@ -13,9 +13,13 @@
 
 #![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
+
+use common::sql_rows;
 
 /// How long a test waits for a fleet to write its targets file, or for a verdict: bounds
 /// for a busy machine, far above what an idle one takes (under a second, about 15 s).
@@ -82,26 +86,6 @@ fn demo(label: &str, scenario: &str, speed: Option<u32>) -> Run {
     Run { dir, data, stdout }
 }
 
-/// Rows of a query on the store at `data`, tab-separated fields.
-fn sql(data: &Path, query: &str) -> Vec<Vec<String>> {
-    let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
-        .args(["sql", "--format", "TabSeparated", "--data"])
-        .arg(data)
-        .arg(query)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{query}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| line.split('\t').map(str::to_string).collect())
-        .collect()
-}
-
 /// The node-loss demo end to end: the timeline and the ground truth printed and stored, every
 /// instance's samples stored, the live detector's verdict right, and a replay of the stored
 /// samples naming the same kind, datacenter and host.
@@ -130,7 +114,7 @@ fn a_node_loss_demo_names_the_node_and_replay_agrees() {
     assert!(run.stdout.contains("Ground truth"), "{}", run.stdout);
     assert!(run.stdout.contains("host right, datacenter right"), "{}", run.stdout);
     assert!(run.stdout.contains("redis-2-1 on dc-2-host-3"), "{}", run.stdout);
-    let truth = sql(
+    let truth = sql_rows(
         &run.data,
         "SELECT kind, service, hosts, dcs, instances FROM ground_truth",
     );
@@ -141,25 +125,25 @@ fn a_node_loss_demo_names_the_node_and_replay_agrees() {
     );
     // Every instance answered and was stored (at 20x on a busy machine some scrapes fail: the
     // count of those is the collector's health, not asserted here).
-    let pods = sql(
+    let pods = sql_rows(
         &run.data,
         "SELECT uniqExact(labels['pod']), uniqExact(job) FROM samples",
     );
     assert_eq!(pods, [["42", "7"]], "{pods:?}");
-    let scraped = sql(&run.data, "SELECT uniqExact(instance) FROM scrapes WHERE up = 1");
+    let scraped = sql_rows(&run.data, "SELECT uniqExact(instance) FROM scrapes WHERE up = 1");
     assert_eq!(scraped, [["42"]], "{scraped:?}");
     // The dead node's exporter said so, in the stored samples.
-    let down = sql(
+    let down = sql_rows(
         &run.data,
         "SELECT min(value) FROM samples WHERE metric = 'redis_up' AND labels['pod'] = 'redis-2-1'",
     );
     assert_eq!(down, [["0"]]);
     // The first verdict after the onset (what the demo judged; quiet before the fault is
     // `epicenter eval`'s to assert, on the deterministic run).
-    let onset_ms: i64 = sql(&run.data, "SELECT toUnixTimestamp64Milli(onset) FROM ground_truth")[0][0]
+    let onset_ms: i64 = sql_rows(&run.data, "SELECT toUnixTimestamp64Milli(onset) FROM ground_truth")[0][0]
         .parse()
         .unwrap();
-    let live = sql(
+    let live = sql_rows(
         &run.data,
         &format!(
             "SELECT kind, dc, hosts[1] FROM verdicts WHERE state = 'opened'
@@ -168,7 +152,7 @@ fn a_node_loss_demo_names_the_node_and_replay_agrees() {
     );
     assert_eq!(live, [["node_loss", "dc-2", "dc-2-host-3"]], "{live:?}");
     // Confidence is a share to three decimals in the table (never 0.9198606271777003).
-    for row in sql(&run.data, "SELECT toString(confidence) FROM verdicts") {
+    for row in sql_rows(&run.data, "SELECT toString(confidence) FROM verdicts") {
         let decimals = row[0].split('.').nth(1).map_or(0, str::len);
         assert!(decimals <= 3, "confidence {} has {decimals} decimals", row[0]);
     }
@@ -222,10 +206,10 @@ fn a_healthy_demo_stores_every_instance_and_its_deploys() {
     std::fs::remove_file(&file).unwrap();
     assert!(run.stdout.contains("No fault was injected"), "{}", run.stdout);
     assert!(!run.stdout.contains("FAULT starts"), "{}", run.stdout);
-    let pods = sql(&run.data, "SELECT uniqExact(labels['pod']) FROM samples");
+    let pods = sql_rows(&run.data, "SELECT uniqExact(labels['pod']) FROM samples");
     assert_eq!(pods, [["42"]]);
     // 12 backends restarted in the first deploy, the 4 of dc-2 again in the second.
-    let restarts = sql(
+    let restarts = sql_rows(
         &run.data,
         "SELECT labels['pod'], uniqExact(value) - 1 FROM samples
          WHERE metric = 'process_start_time_seconds' AND job = 'backend' GROUP BY 1 ORDER BY 1",
@@ -235,7 +219,7 @@ fn a_healthy_demo_stores_every_instance_and_its_deploys() {
         let expected = if row[0].starts_with("backend-2-") { "2" } else { "1" };
         assert_eq!(row[1], expected, "{row:?}");
     }
-    let trouble = sql(
+    let trouble = sql_rows(
         &run.data,
         "SELECT
             maxIf(value, metric = 'erlang_vm_process_message_queue_len'),

@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 
 use common::{
     await_kind, await_quiet, await_verdict, describe, epicenter_log, free_port, loadgen, open_verdict, receiver,
-    require, signal, spawn, start_alertmanager, start_epicenter, verdict_events, wait_port, Guard, Signal,
+    redis_server, require, signal, spawn, start_alertmanager, start_epicenter, verdict_events, wait_port, Guard,
+    Signal,
 };
 
 /// One Redis node and its exporter.
@@ -50,24 +51,7 @@ struct Rig {
 }
 
 fn start_redis(binary: &Path, port: u16, dir: &Path) -> Child {
-    std::fs::create_dir_all(dir).unwrap();
-    spawn(
-        Command::new(binary)
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .args(["--daemonize", "no", "--dir"])
-            .arg(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    )
+    spawn(&mut redis_server(binary, port, dir))
 }
 
 impl Rig {

@@ -26,8 +26,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{
-    await_verdict, describe, epicenter_log, free_port, loadgen, open_verdict, require, signal, spawn, start_epicenter,
-    verdict_events, wait_port, Guard, Signal,
+    await_verdict, describe, epicenter_log, free_port, loadgen, open_verdict, redis_server, require, signal, spawn,
+    sql_rows, start_epicenter, verdict_events, wait_port, Guard, Signal,
 };
 
 /// One Redis node.
@@ -41,24 +41,7 @@ struct Node {
 }
 
 fn start_redis(binary: &Path, port: u16, dir: &Path) -> Child {
-    std::fs::create_dir_all(dir).unwrap();
-    spawn(
-        Command::new(binary)
-            // Protected mode answers only 127.0.0.1 and ::1 without a password; the callers
-            // here come from 127.0.0.2-4 (the node still listens on 127.0.0.1 only).
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--protected-mode",
-                "no",
-            ])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no", "--dir"])
-            .arg(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    )
+    spawn(&mut redis_server(binary, port, dir))
 }
 
 /// Six nodes, two per datacenter, started and listening.
@@ -127,26 +110,9 @@ fn connect_from(source: &str, port: u16) -> TcpStream {
     stream
 }
 
-/// Rows of `query` on the running epicenter's store (through its live endpoint), split into
-/// fields.
-fn sql(data: &Path, query: &str) -> Vec<Vec<String>> {
-    let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
-        .args(["sql", "--format", "TabSeparated", "--data"])
-        .arg(data)
-        .arg(query)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| line.split('\t').map(str::to_string).collect())
-        .collect()
-}
-
 /// The latest value of `metric` per (node, caller_host), from the store.
 fn latest(data: &Path, metric: &str) -> BTreeMap<(String, String), u64> {
-    sql(
+    sql_rows(
         data,
         &format!(
             "SELECT instance, labels['caller_host'], argMax(value, time) FROM samples WHERE metric = '{metric}' GROUP BY 1, 2"
@@ -231,7 +197,7 @@ fn per_caller_host_connection_counts_equal_what_was_opened() {
         epicenter_log(&dir)
     );
     eprintln!("{} (node, caller host) counts equal what was opened", seen.len());
-    let services = sql(
+    let services = sql_rows(
         &data,
         "SELECT DISTINCT labels['caller_host'], labels['caller_service'] FROM samples WHERE metric = 'epicenter_redis_client_connections' ORDER BY 1",
     );
@@ -307,21 +273,7 @@ fn a_node_busy_for_a_second_is_waited_for_up_to_the_scrape_timeout() {
     let mut guard = Guard::default();
     let port = free_port();
     guard.keep(spawn(
-        Command::new(&binaries[0])
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .args(["--enable-debug-command", "local", "--dir"])
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
+        redis_server(&binaries[0], port, &dir).args(["--enable-debug-command", "local"]),
     ));
     assert!(wait_port(port, Duration::from_secs(10)), "redis-server did not start");
     let api = format!("127.0.0.1:{}", free_port());
@@ -336,7 +288,7 @@ fn a_node_busy_for_a_second_is_waited_for_up_to_the_scrape_timeout() {
     // each poll waits about 0.9 s for its answer (the client's own default would give up at
     // 0.5 s).
     let last_ms = |data: &Path| -> i64 {
-        sql(data, "SELECT toUnixTimestamp64Milli(max(time)) FROM scrapes")[0][0]
+        sql_rows(data, "SELECT toUnixTimestamp64Milli(max(time)) FROM scrapes")[0][0]
             .parse()
             .unwrap()
     };
@@ -358,7 +310,7 @@ fn a_node_busy_for_a_second_is_waited_for_up_to_the_scrape_timeout() {
         next_ms += 2_000;
     }
     std::thread::sleep(Duration::from_secs(3));
-    let rows = sql(
+    let rows = sql_rows(
         &data,
         &format!("SELECT up, duration_seconds, error FROM scrapes WHERE time >= fromUnixTimestamp64Milli({since_ms}) ORDER BY time"),
     );
@@ -412,19 +364,14 @@ fn a_tls_node_is_observed_with_the_job_s_ca_and_refused_with_another() {
     let mut guard = Guard::default();
     let port = free_port();
     guard.keep(spawn(
-        Command::new(&binaries[0])
-            .args(["--port", "0", "--tls-port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--tls-auth-clients", "no"])
+        redis_server(&binaries[0], 0, &dir)
+            .args(["--tls-port", &port.to_string(), "--tls-auth-clients", "no"])
             .arg("--tls-cert-file")
             .arg(dir.join("server.pem"))
             .arg("--tls-key-file")
             .arg(dir.join("server.key"))
             .arg("--tls-ca-cert-file")
-            .arg(dir.join("ca.pem"))
-            .arg("--dir")
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
+            .arg(dir.join("ca.pem")),
     ));
     assert!(
         wait_port(port, Duration::from_secs(10)),
@@ -446,7 +393,7 @@ fn a_tls_node_is_observed_with_the_job_s_ca_and_refused_with_another() {
     start_epicenter(&dir, &api, &config, &mut guard);
     let data = dir.join("data");
     let summary = |data: &Path| {
-        sql(
+        sql_rows(
             data,
             "SELECT job, max(up), any(error) FROM scrapes GROUP BY job HAVING count() >= 3 ORDER BY job",
         )
@@ -461,7 +408,7 @@ fn a_tls_node_is_observed_with_the_job_s_ca_and_refused_with_another() {
         "{rows:?}"
     );
     assert!(rows[1][2].to_lowercase().contains("certificate"), "{rows:?}");
-    let up = sql(
+    let up = sql_rows(
         &data,
         "SELECT max(value) FROM samples WHERE metric = 'epicenter_redis_up' AND instance = 'trusted'",
     );
@@ -544,7 +491,7 @@ fn e2e_a_node_loss_without_client_metrics_is_named_within_30_s() {
     // connection error (`--refresh-on-error`, as cluster clients re-initialize their
     // topology), so each reconnects to every surviving node about once a second.
     std::thread::sleep((injected + Duration::from_secs(21)).saturating_duration_since(Instant::now()));
-    let lost = sql(
+    let lost = sql_rows(
         &dir.join("data"),
         &format!(
             "SELECT min(value), max(value) FROM samples WHERE metric = 'epicenter_redis_up' AND instance = '{}' AND time >= fromUnixTimestamp64Milli({killed_ms})",
@@ -553,7 +500,7 @@ fn e2e_a_node_loss_without_client_metrics_is_named_within_30_s() {
     );
     assert_eq!(lost[0], ["0", "0"], "the dead node's epicenter_redis_up after the kill");
     let created = |from_ms: i64, to_ms: i64| -> f64 {
-        let rows = sql(
+        let rows = sql_rows(
             &dir.join("data"),
             &format!(
                 "SELECT sum(growth) FROM (SELECT max(value) - min(value) AS growth FROM samples \

@@ -722,33 +722,34 @@ pub fn jobs(global: &GlobalConfig, scrape_configs: &[ScrapeConfig], problems: &m
             for (key, message) in crate::redis_observer::problems(observer, &at("redis_observer")) {
                 problems.push(key, message);
             }
-            for (present, key) in [
-                (scrape.scheme == Scheme::Https, "scheme"),
-                (scrape.authorization.is_some(), "authorization"),
-                (scrape.bearer_token.is_some(), "bearer_token"),
-                (scrape.bearer_token_file.is_some(), "bearer_token_file"),
-                (scrape.oauth2.is_some(), "oauth2"),
-                (scrape.proxy_url.is_some(), "proxy_url"),
+            let protocol = "is not supported by redis_observer (it speaks the Redis protocol; use basic_auth for AUTH and tls_config for TLS)";
+            let tls_only = "is not supported by redis_observer's TLS (ca, ca_file, cert, cert_file, key, key_file and insecure_skip_verify are)";
+            let tls = scrape.tls_config.as_ref();
+            for (present, key, message) in [
+                (scrape.scheme == Scheme::Https, "scheme", protocol),
+                (scrape.authorization.is_some(), "authorization", protocol),
+                (scrape.bearer_token.is_some(), "bearer_token", protocol),
+                (scrape.bearer_token_file.is_some(), "bearer_token_file", protocol),
+                (scrape.oauth2.is_some(), "oauth2", protocol),
+                (scrape.proxy_url.is_some(), "proxy_url", protocol),
+                (
+                    tls.is_some_and(|tls| tls.server_name.is_some()),
+                    "tls_config.server_name",
+                    tls_only,
+                ),
+                (
+                    tls.is_some_and(|tls| tls.min_version.is_some()),
+                    "tls_config.min_version",
+                    tls_only,
+                ),
+                (
+                    tls.is_some_and(|tls| tls.max_version.is_some()),
+                    "tls_config.max_version",
+                    tls_only,
+                ),
             ] {
                 if present {
-                    problems.push(
-                        at(key),
-                        "is not supported by redis_observer (it speaks the Redis protocol; use basic_auth for AUTH and tls_config for TLS)",
-                    );
-                }
-            }
-            if let Some(tls) = &scrape.tls_config {
-                for (present, key) in [
-                    (tls.server_name.is_some(), "tls_config.server_name"),
-                    (tls.min_version.is_some(), "tls_config.min_version"),
-                    (tls.max_version.is_some(), "tls_config.max_version"),
-                ] {
-                    if present {
-                        problems.push(
-                            at(key),
-                            "is not supported by redis_observer's TLS (ca, ca_file, cert, cert_file, key, key_file and insecure_skip_verify are)",
-                        );
-                    }
+                    problems.push(at(key), message);
                 }
             }
         }

@@ -503,3 +503,48 @@ pub(crate) fn cookbook_questions() -> Vec<(String, String, String)> {
     }
     questions
 }
+
+/// Rows of `query` as `epicenter sql --format TabSeparated --data DATA` prints them (through
+/// the live endpoint while an epicenter holds the store), split into fields; panics with the
+/// query and stderr on failure.
+pub(crate) fn sql_rows(data: &std::path::Path, query: &str) -> Vec<Vec<String>> {
+    let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["sql", "--format", "TabSeparated", "--data"])
+        .arg(data)
+        .arg(query)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{query}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| line.split('\t').map(str::to_string).collect())
+        .collect()
+}
+
+/// A `redis-server` command on 127.0.0.1:`port`, no persistence, its files in `dir` (made),
+/// output discarded; add arguments, then [`spawn`] it. Protected mode is off so that callers
+/// bound to other loopback addresses (127.0.0.2, …) are answered; it listens on 127.0.0.1
+/// only. `port` 0 turns the plain port off (a TLS-only node adds `--tls-port`).
+pub(crate) fn redis_server(binary: &std::path::Path, port: u16, dir: &std::path::Path) -> Command {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut command = Command::new(binary);
+    command
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--protected-mode",
+            "no",
+        ])
+        .args(["--save", "", "--appendonly", "no", "--daemonize", "no", "--dir"])
+        .arg(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    command
+}
