@@ -247,7 +247,9 @@ fn run_scrapes_into_the_embedded_store_and_sql_reads_it() {
 
     let scrapes = sql(
         &config,
-        "SELECT job, up, count() FROM scrapes GROUP BY job, up ORDER BY job, up",
+        // Slots skipped while a busy machine held epicenter back are rows too (`skipped:`),
+        // but they say nothing of the targets.
+        "SELECT job, up, count() FROM scrapes WHERE error NOT LIKE 'skipped:%' GROUP BY job, up ORDER BY job, up",
     );
     let rows: Vec<Vec<&str>> = scrapes.lines().map(|line| line.split('\t').collect()).collect();
     assert_eq!(rows.len(), 2, "{scrapes}");

@@ -3,10 +3,12 @@
 //!
 //! The targets run in a child process (this binary re-executed with `EPICENTER_FLEET_SERVE`),
 //! so the CPU time measured here — user + system time of this process from /proc/self/stat,
-//! chDB's threads included — is epicenter's alone. At the end it reads `scrapes` and `samples`
-//! back and checks that every scrape was up and that `samples` holds exactly the rows the
-//! scrapes imply (500 body samples + 5 synthetic series each), and compares the scrape count
-//! with the schedule (one per target per interval from its offset).
+//! chDB's threads included — is epicenter's alone. A tap between the targets and the writer (as
+//! `epicenter run` has) counts what the scrapes produced; at the end the benchmark checks that
+//! the writer wrote exactly the rows the scrapes imply (500 body samples + 5 synthetic series
+//! each, one `scrapes` row per scrape or skipped slot), that the store holds them (not with
+//! the null sink), that every scrape was up or recorded as skipped, and that the `scrapes` rows
+//! match the schedule (one per target per interval from its offset).
 //!
 //! Run: `cargo bench -p epicenter-collector --bench fleet` (needs `scripts/setup`).
 //! `EPICENTER_FLEET_SINK=clickhouse` writes through the ClickHouse server sink to the
@@ -21,6 +23,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -169,8 +172,22 @@ fn main() {
     let cpu_before = cpu_seconds();
     let started = Instant::now();
     let stats = Arc::new(WriterStats::default());
+    let tap = Arc::new(Tap::default());
     let elapsed = runtime.block_on(async {
-        let (sender, inbox) = mpsc::channel(1024);
+        // Targets -> tap -> writer, as in `epicenter run` (its `observe` step between them):
+        // the tap counts what the scrapes produced, so a null sink is checked as fully as a
+        // store.
+        let (sender, mut scraped) = mpsc::channel::<epicenter_store::ScrapeOutcome>(1024);
+        let (to_writer, inbox) = mpsc::channel(1024);
+        let tap_counts = tap.clone();
+        let tap_task = tokio::spawn(async move {
+            while let Some(outcome) = scraped.recv().await {
+                tap_counts.note(&outcome);
+                if to_writer.send(outcome).await.is_err() {
+                    break;
+                }
+            }
+        });
         let (stop, shutdown) = watch::channel(false);
         let null_sink = std::env::var("EPICENTER_FLEET_SINK").is_ok_and(|sink| sink == "null");
         let mut batching = epicenter_store::config::BatchingConfig::default();
@@ -260,6 +277,7 @@ fn main() {
         for task in tasks {
             task.await.unwrap();
         }
+        tap_task.await.unwrap();
         writer.await.unwrap();
         ran_for
     });
@@ -268,15 +286,23 @@ fn main() {
     drop(child.stdin.take());
     let _ = child.wait();
 
-    let query = |sql: &str| String::from_utf8(store.query(sql, "TabSeparated").unwrap()).unwrap();
-    let scrapes_line = query("SELECT count(), countIf(up = 1), sum(samples_post_metric_relabeling) FROM fleet.scrapes");
-    let numbers: Vec<u64> = scrapes_line
-        .split_whitespace()
-        .map(|number| number.parse().unwrap())
-        .collect();
-    let (scrapes, up, body_samples) = (numbers[0], numbers[1], numbers[2]);
-    let samples: u64 = query("SELECT count() FROM fleet.samples").trim().parse().unwrap();
-    let expected_samples = body_samples + 5 * scrapes;
+    let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+    let (scrapes, up, skipped, body_samples) = (
+        load(&tap.scrapes),
+        load(&tap.up),
+        load(&tap.skipped),
+        load(&tap.body_samples),
+    );
+    // What the writer says it wrote; for the stores, what they hold as well.
+    let written = (load(&stats.scrape_rows_written), load(&stats.sample_rows_written));
+    let sink_name = std::env::var("EPICENTER_FLEET_SINK").unwrap_or_else(|_| "embedded".to_string());
+    let stored = (sink_name != "null").then(|| {
+        let query = |sql: &str| String::from_utf8(store.query(sql, "TabSeparated").unwrap()).unwrap();
+        let scrape_rows: u64 = query("SELECT count() FROM fleet.scrapes").trim().parse().unwrap();
+        let sample_rows: u64 = query("SELECT count() FROM fleet.samples").trim().parse().unwrap();
+        (scrape_rows, sample_rows)
+    });
+    let expected_samples = body_samples + 5 * (scrapes - skipped);
     // The schedule: ticks at offset, offset + 1 s, … before the stop.
     let scheduled: u64 = offsets
         .iter()
@@ -290,22 +316,61 @@ fn main() {
         .sum();
     let _ = std::fs::remove_dir_all(&data);
 
-    let sink_name = std::env::var("EPICENTER_FLEET_SINK").unwrap_or_else(|_| "embedded".to_string());
     println!("== fleet: {targets} targets x {series} series, every 1 s for {seconds} s, sink {sink_name} ==");
-    println!("scrapes:          {scrapes} written, {up} up, {scheduled} scheduled by the offsets");
-    println!("samples:          {samples} rows, expected {expected_samples} (body samples + 5 synthetic per scrape)");
-    println!("epicenter CPU:    {cpu:.2} s over {wall:.2} s wall = {:.3} cores (scrape + parse + relabel + encode + chDB inserts)", cpu / wall);
-    println!("throughput:       {:.0} samples/s stored", samples as f64 / wall);
-    let failed = stats.sample_rows_failed.load(std::sync::atomic::Ordering::Relaxed);
+    println!(
+        "scrapes:          {scrapes} rows ({up} up, {skipped} skipped: epicenter behind its schedule), {scheduled} scheduled by the offsets"
+    );
+    println!(
+        "samples:          {} rows written, expected {expected_samples} (body samples + 5 synthetic per scrape)",
+        written.1
+    );
+    if let Some((scrape_rows, sample_rows)) = stored {
+        println!("store holds:      {scrape_rows} scrapes rows, {sample_rows} samples rows");
+    }
+    println!("epicenter CPU:    {cpu:.2} s over {wall:.2} s wall = {:.3} cores (scrape + parse + relabel + encode + {sink_name} sink)", cpu / wall);
+    println!("throughput:       {:.0} samples/s written", written.1 as f64 / wall);
+    let failed = stats.sample_rows_failed.load(Ordering::Relaxed);
     println!("writer:           {failed} sample rows failed");
     assert_eq!(
-        samples, expected_samples,
-        "samples must hold exactly the rows the scrapes imply"
+        written,
+        (scrapes, expected_samples),
+        "the writer wrote every row the scrapes produced"
     );
-    assert_eq!(up, scrapes, "every scrape of a healthy local target is up");
-    // A tick that falls within a few milliseconds of the stop may land either side of it.
+    if let Some(stored) = stored {
+        assert_eq!(stored, written, "the store holds exactly what the writer wrote");
+    }
+    assert_eq!(
+        up + skipped,
+        scrapes,
+        "every scrape of a healthy local target is up (or recorded as skipped)"
+    );
+    // Every slot is a row; a tick within a few milliseconds of the stop may land either side.
     assert!(
         scrapes.abs_diff(scheduled) <= (targets as u64) / 20 + 1,
         "scrapes {scrapes} vs scheduled {scheduled}"
     );
+}
+
+/// Counts of what the scrapes produced, taken between the targets and the writer.
+#[derive(Default)]
+struct Tap {
+    /// Outcomes, one per `scrapes` row (skipped slots included).
+    scrapes: AtomicU64,
+    /// Outcomes of scrapes that succeeded.
+    up: AtomicU64,
+    /// Records of slots that passed while epicenter was behind.
+    skipped: AtomicU64,
+    /// Samples kept from targets' bodies (without the 5 synthetic series).
+    body_samples: AtomicU64,
+}
+
+impl Tap {
+    fn note(&self, outcome: &epicenter_store::ScrapeOutcome) {
+        let report = &outcome.report;
+        self.scrapes.fetch_add(1, Ordering::Relaxed);
+        self.up.fetch_add(u64::from(report.up), Ordering::Relaxed);
+        self.skipped.fetch_add(u64::from(report.skipped), Ordering::Relaxed);
+        self.body_samples
+            .fetch_add(report.samples_post_metric_relabeling, Ordering::Relaxed);
+    }
 }

@@ -12,6 +12,7 @@
 //! `scrape_series_added`. Any failure fails the whole scrape (`up` 0, with the reason) and
 //! touches no other target.
 
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -480,6 +481,7 @@ impl Scraper {
             samples_duplicate,
             error,
             target_identity: target.identity,
+            skipped: false,
         };
         ScrapeOutcome { rows, report }
     }
@@ -727,6 +729,14 @@ pub fn schedule_offset(identity: u64, interval: Duration) -> Duration {
 /// outcome to `out` (waiting when the channel is full: backpressure reaches the scraper, never
 /// other targets). Stops when `shutdown` turns true (cancelling a scrape in flight) or the
 /// receiver is gone.
+///
+/// A slot is never lost without a trace. A tick that comes late (the previous scrape, or
+/// handing its outcome to `out`, overran; or the process was starved of CPU) still scrapes,
+/// late, and the slots that passed meanwhile are not made up for (the schedule is kept, as
+/// Prometheus keeps it) but each is sent as a [`skipped_outcome`]: a `scrapes` row with the
+/// reason, no samples. At most [`MAX_SKIPPED_ROWS`] rows stand for one gap (a process stopped
+/// for a day would otherwise write one per slot); the last of them says how many slots it
+/// stands for. Skips are logged at most every [`SKIP_LOG_EVERY`], summed over all targets.
 pub async fn run_target(
     target: Target,
     job: Arc<Job>,
@@ -737,17 +747,27 @@ pub async fn run_target(
 ) {
     let start = Instant::now() + schedule_offset(target.identity, target.interval);
     let mut ticks = tokio::time::interval_at(start, target.interval);
-    // A scrape that overran its slot is not made up for: the next one keeps the schedule.
+    // A scrape that overran its slot is not made up for: the next one keeps the schedule, and
+    // the slots in between are recorded as skipped.
     ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let mut state = TargetState::default();
+    let mut previous: Option<Instant> = None;
     loop {
-        tokio::select! {
-            _ = ticks.tick() => {}
+        let scheduled = tokio::select! {
+            scheduled = ticks.tick() => scheduled,
             _ = shutdown.changed() => return,
-        }
+        };
         if *shutdown.borrow() {
             return;
         }
+        if let Some(previous) = previous {
+            for outcome in skipped_between(&target, &context, previous, scheduled, Instant::now(), now_ms()) {
+                if out.send(outcome).await.is_err() {
+                    return;
+                }
+            }
+        }
+        previous = Some(scheduled);
         // Shutdown cancels a scrape in flight rather than waiting up to its timeout.
         let outcome = tokio::select! {
             outcome = scraper.scrape(&target, &job, &context, &mut state) => outcome,
@@ -756,6 +776,123 @@ pub async fn run_target(
         if out.send(outcome).await.is_err() {
             return;
         }
+    }
+}
+
+/// Most `scrapes` rows written for one gap in a target's schedule ([`run_target`]); the last
+/// row of a longer gap stands for the rest.
+pub const MAX_SKIPPED_ROWS: u64 = 1_000;
+
+/// Shortest time between two log lines about skipped scrapes (all targets together).
+pub const SKIP_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Skipped slots not logged yet, and when the last log line was written (ms since the epoch).
+static SKIPPED_UNLOGGED: AtomicU64 = AtomicU64::new(0);
+static SKIP_LOGGED_AT_MS: AtomicI64 = AtomicI64::new(0);
+
+/// How many slots of `interval` lie strictly between two ticks at `previous` and `next`
+/// (both on the schedule, so `next - previous` is a whole number of intervals; a remainder
+/// of half an interval or more counts as one more slot).
+pub fn missed_slots(previous: Instant, next: Instant, interval: Duration) -> u64 {
+    let gap = next.saturating_duration_since(previous).as_nanos();
+    let interval = interval.as_nanos().max(1);
+    let slots = (gap + interval / 2) / interval;
+    slots.saturating_sub(1) as u64
+}
+
+/// The outcomes recording the slots missed between the ticks at `previous` and `scheduled`
+/// (none when `scheduled` follows `previous` by one interval), each stamped with its slot's
+/// time on `context.clock` (the wall clock read `wall_now_ms` at `now`), and logs them
+/// (rate-limited).
+fn skipped_between(
+    target: &Target,
+    context: &ScrapeContext,
+    previous: Instant,
+    scheduled: Instant,
+    now: Instant,
+    wall_now_ms: i64,
+) -> Vec<ScrapeOutcome> {
+    let missed = missed_slots(previous, scheduled, target.interval);
+    if missed == 0 {
+        return Vec::new();
+    }
+    // How far behind the schedule this target was: from the first missed slot until now.
+    let behind = now.saturating_duration_since(previous + target.interval);
+    let rows = missed.min(MAX_SKIPPED_ROWS);
+    let outcomes = (1..=rows)
+        .map(|slot| {
+            let at = previous + target.interval * slot as u32;
+            let wall_ms = wall_now_ms - now.saturating_duration_since(at).as_millis() as i64;
+            let stands_for = if slot == rows { missed - rows + 1 } else { 1 };
+            skipped_outcome(target, context, context.clock.at(wall_ms), behind, stands_for)
+        })
+        .collect();
+    note_skipped(target, missed, behind);
+    outcomes
+}
+
+/// Adds `missed` to the skipped slots not yet logged and, at most every [`SKIP_LOG_EVERY`],
+/// writes one warning with their sum and this target as an example.
+fn note_skipped(target: &Target, missed: u64, behind: Duration) {
+    SKIPPED_UNLOGGED.fetch_add(missed, Ordering::Relaxed);
+    let now = now_ms();
+    let last = SKIP_LOGGED_AT_MS.load(Ordering::Relaxed);
+    if now - last < SKIP_LOG_EVERY.as_millis() as i64 {
+        return;
+    }
+    if SKIP_LOGGED_AT_MS
+        .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+        .is_err()
+    {
+        return;
+    }
+    let skipped = SKIPPED_UNLOGGED.swap(0, Ordering::Relaxed);
+    tracing::warn!(
+        skipped,
+        job = %target.job,
+        instance = %target.instance(),
+        behind_seconds = behind.as_secs_f64(),
+        "epicenter is behind its scrape schedule: scheduled scrapes passed without running (each is a scrapes row with up = 0 and an error starting \"skipped:\", and counted in epicenter_scrapes_skipped_total); the machine may be short of CPU, or the writer of room"
+    );
+}
+
+/// The record of a scheduled scrape of `target` that never ran ([`ScrapeReport::skipped`]):
+/// no samples, `up` false, stamped `slot_ms` (ms since the epoch on the collector's clock),
+/// with an error giving how far behind the schedule epicenter was (`behind`) and, when
+/// `stands_for` > 1, how many slots the row stands for.
+pub fn skipped_outcome(
+    target: &Target,
+    context: &ScrapeContext,
+    slot_ms: i64,
+    behind: Duration,
+    stands_for: u64,
+) -> ScrapeOutcome {
+    let mut error = format!(
+        "skipped: epicenter was {:.3} s behind this target's schedule (the previous scrape, or handing its samples to the writer, overran the slot, or the process was starved of CPU); no scrape was made",
+        behind.as_secs_f64()
+    );
+    if stands_for > 1 {
+        error.push_str(&format!(
+            " (this row stands for {stands_for} scheduled scrapes: a gap longer than {MAX_SKIPPED_ROWS} slots is not written row by row)"
+        ));
+    }
+    ScrapeOutcome {
+        rows: Vec::new(),
+        report: ScrapeReport {
+            timestamp_ms: slot_ms,
+            job: target.job.clone(),
+            instance: target.instance().to_string(),
+            placement: Placement::of(&target.labels, &context.placement),
+            up: false,
+            duration_seconds: 0.0,
+            samples_scraped: 0,
+            samples_post_metric_relabeling: 0,
+            series_added: 0,
+            samples_duplicate: 0,
+            error: Some(error),
+            target_identity: target.identity,
+            skipped: true,
+        },
     }
 }
 
@@ -782,6 +919,54 @@ mod tests {
         assert_eq!(Clock::Wall.at(1_234), 1_234);
         let wall = Clock::Wall.now_ms();
         assert!(wall > 1_700_000_000_000, "{wall}");
+    }
+
+    /// Ticks one interval apart miss nothing; 2.5 intervals apart (a late tick under
+    /// `MissedTickBehavior::Skip` lands on the grid, so this only comes from rounding) miss two
+    /// when rounded up; seven intervals apart miss six.
+    #[test]
+    fn missed_slots_count_the_schedule_between_two_ticks() {
+        let interval = Duration::from_millis(200);
+        let start = Instant::now();
+        assert_eq!(missed_slots(start, start + interval, interval), 0);
+        assert_eq!(missed_slots(start, start + interval * 7, interval), 6);
+        assert_eq!(missed_slots(start, start + Duration::from_millis(500), interval), 2);
+        assert_eq!(missed_slots(start, start + Duration::from_millis(1401), interval), 6);
+        assert_eq!(missed_slots(start, start, interval), 0);
+    }
+
+    /// A gap of 1,500 slots writes 1,000 rows, one per slot on the schedule, and the last
+    /// says it stands for the other 500 as well.
+    #[test]
+    fn a_long_gap_writes_at_most_the_row_cap() {
+        let interval = Duration::from_secs(1);
+        let target = Target {
+            job: "node".into(),
+            url: "http://10.0.0.1:9100/metrics".into(),
+            labels: [("instance".to_string(), "10.0.0.1:9100".to_string())]
+                .into_iter()
+                .collect(),
+            identity: 7,
+            interval,
+            timeout: interval,
+        };
+        let context = ScrapeContext::default();
+        let previous = Instant::now();
+        let scheduled = previous + interval * 1_501;
+        let wall_ms = 1_700_000_000_000;
+        let outcomes = skipped_between(&target, &context, previous, scheduled, scheduled, wall_ms);
+        assert_eq!(outcomes.len() as u64, MAX_SKIPPED_ROWS);
+        assert!(outcomes
+            .iter()
+            .all(|outcome| outcome.report.skipped && outcome.rows.is_empty()));
+        let stamps: Vec<i64> = outcomes.iter().map(|outcome| outcome.report.timestamp_ms).collect();
+        // Slot k (1-based) lies 1,501 - k seconds before the tick that ended the gap.
+        let expected: Vec<i64> = (1..=1_000).map(|slot| wall_ms - (1_501 - slot) * 1_000).collect();
+        assert_eq!(stamps, expected);
+        let last = outcomes.last().unwrap().report.error.clone().unwrap();
+        assert!(last.contains("stands for 501 scheduled scrapes"), "{last}");
+        let first = outcomes[0].report.error.clone().unwrap();
+        assert!(!first.contains("stands for"), "{first}");
     }
 
     #[test]

@@ -355,9 +355,13 @@ impl TargetRegistry {
         }
     }
 
-    /// Records a scrape's outcome.
+    /// Records a scrape's outcome. A skipped scrape (`ScrapeReport::skipped`: epicenter
+    /// was behind, the target was not asked) says nothing of the target's health.
     pub fn observe(&self, outcome: &ScrapeOutcome) {
         let report = &outcome.report;
+        if report.skipped {
+            return;
+        }
         if let Some(status) = self.lock().get_mut(&report.target_identity) {
             status.health = if report.up { "up" } else { "down" };
             status.last_error = report.error.clone().unwrap_or_default();

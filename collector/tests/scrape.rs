@@ -635,3 +635,76 @@ async fn limits_hold_by_default_and_bound_the_decompressed_body() {
         assert_eq!(outcome.report.up, error.is_none(), "{extra}");
     }
 }
+
+/// Issue 19 ("never skip a scrape silently"): a target whose outcomes cannot be handed on
+/// (the channel to the writer is full for 2 s, ten 200 ms slots) scrapes late once and
+/// records every slot that passed meanwhile as a skipped scrape: no samples, `up` false, an
+/// error starting "skipped:", stamped on the schedule. Counted over the whole run, every slot
+/// from the first report to the last is either a scrape or a skipped record (the count is
+/// computed from the reports' own times, so a busy machine that runs late only adds records).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_held_back_records_every_slot_it_missed() {
+    let address = exporter().await;
+    let yaml = format!(
+        "scrape_configs:\n  - job_name: held\n    scrape_interval: 200ms\n    scrape_timeout: 150ms\n    static_configs: [{{targets: ['{address}']}}]\n"
+    );
+    let job = Arc::new(jobs_from_yaml(&yaml).unwrap().remove(0));
+    let target = targets_for_job(&job).0.remove(0);
+    let interval_ms = 200.0;
+    // Room for one outcome: the target waits on the channel while the test does not read.
+    let (sender, mut receiver) = mpsc::channel(1);
+    let (stop, shutdown) = watch::channel(false);
+    tokio::spawn(run_target(
+        target,
+        job,
+        Scraper::new().unwrap(),
+        Arc::new(context()),
+        sender,
+        shutdown,
+    ));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut reports = vec![next_outcome(&mut receiver, deadline).await];
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let drain_until = tokio::time::Instant::now() + Duration::from_millis(1500);
+    while let Ok(Some(outcome)) = tokio::time::timeout_at(drain_until, receiver.recv()).await {
+        reports.push(outcome);
+    }
+    stop.send(true).unwrap();
+
+    let skipped: Vec<&ScrapeOutcome> = reports.iter().filter(|outcome| outcome.report.skipped).collect();
+    // 2 s held = 10 slots; the one outcome in the channel and the one waiting to go in
+    // account for two of them.
+    assert!(
+        skipped.len() >= 5,
+        "only {} skipped records in {} reports",
+        skipped.len(),
+        reports.len()
+    );
+    for outcome in &skipped {
+        let report = &outcome.report;
+        assert!(outcome.rows.is_empty(), "a skipped slot has no samples");
+        assert!(!report.up);
+        let error = report.error.as_deref().unwrap_or_default();
+        assert!(error.starts_with("skipped: epicenter was "), "{error}");
+        assert_eq!(report.instance, address);
+    }
+    // Skipped slots lie on one schedule: whole intervals apart (1 ms of rounding).
+    for pair in skipped.windows(2) {
+        let gap = (pair[1].report.timestamp_ms - pair[0].report.timestamp_ms) as f64;
+        let slots = (gap / interval_ms).round();
+        assert!(
+            slots >= 1.0 && (gap - slots * interval_ms).abs() <= 2.0,
+            "skipped slots {gap} ms apart"
+        );
+    }
+    let first = reports.iter().map(|outcome| outcome.report.timestamp_ms).min().unwrap();
+    let last = reports.iter().map(|outcome| outcome.report.timestamp_ms).max().unwrap();
+    let slots = ((last - first) as f64 / interval_ms).round() as i64 + 1;
+    let recorded = reports.len() as i64;
+    assert!(
+        (recorded - slots).abs() <= 1,
+        "{recorded} reports ({} scrapes, {} skipped) for {slots} slots from the first to the last",
+        recorded - skipped.len() as i64,
+        skipped.len()
+    );
+}

@@ -175,6 +175,14 @@ pub struct ScrapeReport {
     /// Identity of the scraped target (the collector's `Target::identity`; not stored, for
     /// target health).
     pub target_identity: u64,
+    /// This report stands for a scheduled scrape that never ran: epicenter itself was
+    /// behind (the previous scrape of the target overran its slot, or the process was starved
+    /// of CPU) and the slot passed. It has no samples (so no synthetic `up` sample: the
+    /// detector sees no availability change), `up` is false and `error` gives the reason and
+    /// how late epicenter was; it is stored as a `scrapes` row like any other, so every
+    /// scheduled scrape is either stored or recorded. Counted in
+    /// `epicenter_scrapes_skipped_total`; a target's health is not changed by it.
+    pub skipped: bool,
 }
 
 impl ScrapeReport {

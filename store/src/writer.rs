@@ -483,6 +483,7 @@ mod tests {
                 samples_duplicate: 0,
                 error: None,
                 target_identity: 0,
+                skipped: false,
             },
         }
     }

@@ -67,6 +67,7 @@ fn outcome(index: u64, samples: usize) -> ScrapeOutcome {
         samples_duplicate: 0,
         error: None,
         target_identity: 0,
+        skipped: false,
     };
     ScrapeOutcome { rows, report }
 }

@@ -57,6 +57,7 @@ fn outcome(index: u64, samples: u64) -> ScrapeOutcome {
             samples_duplicate: 0,
             error: None,
             target_identity: index,
+            skipped: false,
         },
     }
 }

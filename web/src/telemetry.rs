@@ -45,6 +45,7 @@ pub struct Telemetry {
     scrapes_total: IntCounterVec,
     samples_scraped_total: IntCounterVec,
     samples_duplicate_total: IntCounterVec,
+    scrapes_skipped_total: IntCounterVec,
     /// Scrape outcomes waiting for the writer.
     pub writer_queue_depth: IntGauge,
     /// 1 per open verdict, labelled by where and what.
@@ -92,6 +93,13 @@ impl Telemetry {
             ),
             &[LABEL_JOB],
         )?;
+        let scrapes_skipped_total = IntCounterVec::new(
+            Opts::new(
+                "epicenter_scrapes_skipped_total",
+                "Scheduled scrapes that never ran because epicenter was behind its schedule (an earlier scrape or the writer overran the slot, or the process was starved of CPU); each is a scrapes row with up = 0 and an error starting \"skipped:\".",
+            ),
+            &[LABEL_JOB],
+        )?;
         let writer_queue_depth = IntGauge::new(
             "epicenter_writer_queue_depth",
             "Scrape outcomes waiting for the writer.",
@@ -100,6 +108,7 @@ impl Telemetry {
         registry.register(Box::new(scrapes_total.clone()))?;
         registry.register(Box::new(samples_scraped_total.clone()))?;
         registry.register(Box::new(samples_duplicate_total.clone()))?;
+        registry.register(Box::new(scrapes_skipped_total.clone()))?;
         registry.register(Box::new(writer_queue_depth.clone()))?;
         let verdict_open = IntGaugeVec::new(
             Opts::new(
@@ -167,6 +176,7 @@ impl Telemetry {
             scrapes_total,
             samples_scraped_total,
             samples_duplicate_total,
+            scrapes_skipped_total,
             writer_queue_depth,
             verdict_open,
             detector_round_lag_seconds,
@@ -207,9 +217,18 @@ impl Telemetry {
         }
     }
 
-    /// Records one scrape.
+    /// Records one scrape; a skipped one ([`ScrapeReport::skipped`]) only in
+    /// `epicenter_scrapes_skipped_total`.
+    ///
+    /// [`ScrapeReport::skipped`]: epicenter_store::rows::ScrapeReport::skipped
     pub fn observe(&self, outcome: &ScrapeOutcome) {
         let report = &outcome.report;
+        if report.skipped {
+            self.scrapes_skipped_total
+                .with_label_values(&[report.job.as_str()])
+                .inc();
+            return;
+        }
         self.scrape_duration_seconds
             .with_label_values(&[report.job.as_str()])
             .observe(report.duration_seconds);

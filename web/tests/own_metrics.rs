@@ -418,3 +418,67 @@ async fn openmetrics_is_served_when_asked_for_and_text_otherwise() {
         }
     }
 }
+
+// === scrapes ===
+
+/// A skipped scrape (epicenter behind its schedule) counts in
+/// `epicenter_scrapes_skipped_total` for its job, not as a finished scrape, and leaves the
+/// target's health as its last real scrape set it.
+#[tokio::test]
+async fn a_skipped_scrape_is_counted_and_leaves_target_health_alone() {
+    use epicenter_collector::scrape::{skipped_outcome, ScrapeContext};
+    use epicenter_collector::targets::Target;
+    let (_stop, no_notifiers) = watch::channel(false);
+    let state = state(Notifiers::start(&[], AlertSource::default(), no_notifiers));
+    let target = Target {
+        job: "node".into(),
+        url: "http://10.0.0.1:9100/metrics".into(),
+        labels: [
+            ("instance".to_string(), "10.0.0.1:9100".to_string()),
+            ("job".to_string(), "node".to_string()),
+        ]
+        .into_iter()
+        .collect(),
+        identity: 42,
+        interval: Duration::from_secs(10),
+        timeout: Duration::from_secs(10),
+    };
+    state.targets.add(&target);
+    let context = ScrapeContext::default();
+    let mut up = skipped_outcome(&target, &context, 1_780_000_000_000, Duration::ZERO, 1);
+    up.report.skipped = false;
+    up.report.up = true;
+    up.report.error = None;
+    state.telemetry.observe(&up);
+    state.targets.observe(&up);
+    for slot in 1..=3 {
+        let skipped = skipped_outcome(
+            &target,
+            &context,
+            1_780_000_000_000 + slot * 10_000,
+            Duration::from_secs(25),
+            1,
+        );
+        state.telemetry.observe(&skipped);
+        state.targets.observe(&skipped);
+    }
+    let base = serve(state).await;
+    let (_, body) = scrape(&base, None).await;
+    let metric = |name: &str, labels: &[(&str, &str)]| value(&body, FormatChoice::Text, name, labels);
+    assert_eq!(metric("epicenter_scrapes_skipped_total", &[("job", "node")]), Some(3.0));
+    assert_eq!(
+        metric("epicenter_scrapes_total", &[("job", "node"), ("result", "up")]),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric("epicenter_scrapes_total", &[("job", "node"), ("result", "down")]),
+        None
+    );
+    assert_eq!(
+        metric(
+            "epicenter_target_up",
+            &[("scrape_job", "node"), ("target_instance", "10.0.0.1:9100")]
+        ),
+        Some(1.0)
+    );
+}
