@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use epicenter_collector::scrape::Clock;
+use epicenter_collector::shard::Shard;
 use epicenter_config::parse_duration;
 
 use crate::config::EXIT_CONFIG;
@@ -22,14 +23,31 @@ pub(crate) struct RunArgs {
     /// benchmarks and tests.
     #[arg(long = "for", value_name = "DURATION", value_parser = parse_duration)]
     run_for: Option<Duration>,
+
+    /// Scrape only shard INDEX of COUNT (0-based, e.g. `0/3`): the targets whose address
+    /// hashes to INDEX, as Prometheus's `hashmod` relabeling shards them. COUNT collectors
+    /// started with `0/COUNT` … `COUNT-1/COUNT` over the same configuration scrape every
+    /// target once; write them to one ClickHouse server (`storage.clickhouse`). Each
+    /// collector's detector sees only its own shard (docs/scaling.md).
+    #[arg(long, value_name = "INDEX/COUNT")]
+    shard: Option<Shard>,
 }
 
 /// Runs `epicenter run`.
 pub(crate) fn run(args: &RunArgs) -> ExitCode {
-    let (config, jobs) = match crate::config_file::load(&args.config) {
+    let (config, mut jobs) = match crate::config_file::load(&args.config) {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
+    if let Some(shard) = args.shard {
+        shard.apply(&mut jobs);
+        if shard.count > 1 {
+            eprintln!(
+                "epicenter: shard {shard}: scraping the targets whose address hashes to {} (mod {}); the other shards' show as dropped in /api/v1/targets",
+                shard.index, shard.count
+            );
+        }
+    }
     for warning in config.unsupported() {
         eprintln!("warning: {warning}");
     }

@@ -679,3 +679,67 @@ fn sql_names_the_holder_reads_only_and_takes_files_and_stdin() {
     assert!(engine.contains("toIntervalSecond(259200)"), "{engine}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `run --shard 1/3` keeps exactly the targets whose address hashes to 1 modulo 3 (MD5's last
+/// 8 bytes as a big-endian integer, as Prometheus's `hashmod` computes it; the expected set
+/// comes from Python's hashlib, not from epicenter), and says so; a shard that does not exist
+/// is refused with what is wanted, before anything starts.
+#[test]
+fn a_shard_scrapes_only_the_targets_that_hash_to_it() {
+    if !library_available() {
+        return;
+    }
+    // Nothing listens on these ports: the targets are listed (and down), which is all this
+    // test reads.
+    let addresses: Vec<String> = (1..=12).map(|index| format!("127.0.0.1:{}", 20_000 + index)).collect();
+    let script = "import hashlib, sys\nfor a in sys.argv[1:]:\n    h = int.from_bytes(hashlib.md5(a.encode()).digest()[8:], 'big')\n    print(a, h % 3)\n";
+    let hashed = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(&addresses)
+        .output()
+        .unwrap();
+    assert!(hashed.status.success());
+    let expected: std::collections::BTreeSet<String> = String::from_utf8(hashed.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.strip_suffix(" 1").map(str::to_string))
+        .collect();
+    assert!(!expected.is_empty() && expected.len() < addresses.len(), "{expected:?}");
+
+    let dir = scratch("epicenter-shard");
+    let listed: Vec<&str> = addresses.iter().map(String::as_str).collect();
+    let (config, server) = write_config(&dir, &listed, "");
+    let refused = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["run", "--config", config.to_str().unwrap(), "--shard", "3/3"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("INDEX 3 is not below COUNT 3 in '3/3'"), "{stderr}");
+
+    let child = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["run", "--config", config.to_str().unwrap(), "--shard", "1/3"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut active = Vec::new();
+    wait_until("the shard's targets listed", || {
+        active = active_targets(&server);
+        !active.is_empty()
+    });
+    terminate(&child);
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let scraped: std::collections::BTreeSet<String> = active
+        .iter()
+        .map(|target| target["labels"]["instance"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(scraped, expected, "{stderr}");
+    assert!(
+        stderr.contains("shard 1/3: scraping the targets whose address hashes to 1 (mod 3)"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -24,4 +24,5 @@ pub mod job;
 pub mod redis_observer;
 pub mod relabel;
 pub mod scrape;
+pub mod shard;
 pub mod targets;
