@@ -15,6 +15,8 @@
 //!
 //! `EPICENTER_BENCH_QUICK=1 cargo bench -p epicenter-collector --bench parse` skips criterion
 //! and prints only the summary; `EPICENTER_BENCH_DUMP=<file>` also writes the body to a file.
+//! `EPICENTER_BENCH_BODIES=<file>:<file>…` times both parsers on those bodies instead (the
+//! parser comparison of scripts/bench, beside Prometheus's own Go parsers).
 //! Before anything is timed, [`fixture`] checks that both parsers read the body completely and
 //! agree on the number of samples; the bench panics otherwise (in particular when epicenter
 //! reports an error or a warning on the body).
@@ -1207,11 +1209,72 @@ fn print_summary(fixture: &Fixture, runs: usize) {
     );
 }
 
+/// Times epicenter's parser and `prometheus-parse` on each body file named in `list`
+/// (`:`-separated paths, scripts/bench's parser comparison) and prints, per parser and body,
+/// `RESULT parser=<name> body=<file name> samples=<n> ns_per_sample=<x>`: the best of
+/// [`SUMMARY_RUNS`] runs, each parsing the body as many times as fit in 100 ms, in wall-clock
+/// nanoseconds per sample line (the same method as scripts/bench.d/parsepeers for the Go
+/// parsers). `EPICENTER_BENCH_ONLY=epicenter` leaves `prometheus-parse` out (for profiling).
+/// Panics if epicenter reports an error or a warning on a body.
+fn time_bodies(list: &std::ffi::OsStr) {
+    let only_epicenter = std::env::var("EPICENTER_BENCH_ONLY").is_ok_and(|only| only == "epicenter");
+    for path in std::env::split_paths(list) {
+        let body = std::fs::read_to_string(&path)
+            .unwrap_or_else(|error| panic!("EPICENTER_BENCH_BODIES: cannot read {}: {error}", path.display()));
+        let name = path
+            .file_name()
+            .map_or_else(String::new, |name| name.to_string_lossy().into_owned());
+        let exposition = parse_epicenter(&body);
+        assert!(
+            exposition.warnings.is_empty(),
+            "{name}: epicenter warned: {:?}",
+            exposition.warnings.first()
+        );
+        let samples = exposition.sample_count();
+        drop(exposition);
+        let report = |parser: &str, per_call: Duration| {
+            println!(
+                "RESULT parser={parser} body={name} samples={samples} ns_per_sample={:.1}",
+                per_call.as_secs_f64() * 1e9 / samples as f64
+            );
+        };
+        report("epicenter", best_per_call(|| parse_epicenter(&body)));
+        if !only_epicenter {
+            report("prometheus-parse", best_per_call(|| parse_prometheus_parse(&body)));
+        }
+    }
+}
+
+/// The best of [`SUMMARY_RUNS`] runs of `work`, per call: each run calls it as many times as
+/// a first 100 ms calibration did.
+fn best_per_call<T>(mut work: impl FnMut() -> T) -> Duration {
+    let calibration = Instant::now();
+    let mut repeat = 0_u32;
+    while calibration.elapsed() < Duration::from_millis(100) {
+        drop(black_box(work()));
+        repeat += 1;
+    }
+    (0..SUMMARY_RUNS)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..repeat {
+                drop(black_box(work()));
+            }
+            start.elapsed() / repeat
+        })
+        .min()
+        .unwrap_or_default()
+}
+
 /// Runs criterion (unless `EPICENTER_BENCH_QUICK=1`), then the plain summary;
 /// `EPICENTER_BENCH_DUMP=<file>` also writes the generated body there for inspection. Under
 /// `cargo test --benches` (criterion's test mode) the fixture is still built and cross-checked
 /// and criterion runs each benchmark once, but the summary is skipped.
 fn main() {
+    if let Some(list) = std::env::var_os("EPICENTER_BENCH_BODIES") {
+        time_bodies(&list);
+        return;
+    }
     let quick = std::env::var("EPICENTER_BENCH_QUICK").is_ok_and(|value| value == "1");
     let arguments: Vec<String> = std::env::args().collect();
     let benchmarking = arguments.iter().any(|argument| argument == "--bench")

@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Writes BENCHMARKS.md (to stdout) from the results scripts/bench left in RESULTS_DIR.
+
+    report.py RESULTS_DIR COMMAND QUICK
+
+Reads machine.json, parse.txt (RESULT lines), ingest.jsonl (one JSON object per run),
+fleet-embedded.txt, fleet-null.txt and tick.txt, whichever exist; a section whose file is
+missing says it was not run, and each section names when its file was written (a run with
+--only keeps the other phases' older files).
+"""
+
+import json
+import os
+import re
+import sys
+import time
+
+results, command, quick = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+
+
+def path(name):
+    return os.path.join(results, name)
+
+
+def written(name):
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(os.path.getmtime(path(name))))
+
+
+def ratio_text(value):
+    return f"{value:.2f}×"
+
+
+lines = []
+emit = lines.append
+machine = json.load(open(path("machine.json")))
+emit("# Benchmarks")
+emit("")
+emit(f"Written by `{command}` (scripts/bench; what each phase does is in its `--help`).")
+if quick:
+    emit("")
+    emit("**Quick run (`--quick`): short windows, one load. These figures check the script, not "
+         "epicenter; do not compare them.**")
+emit("")
+emit("| | |")
+emit("| --- | --- |")
+emit(f"| machine | {machine['cpu']}, {machine['cores']} cores, {machine['memory_gib']} GiB, "
+     f"{machine['os']} (kernel {machine['kernel']}) |")
+emit(f"| date | {machine['date']} (load average {machine['load_at_start']:.2f} at start) |")
+emit(f"| commit | {machine['commit']}{' with uncommitted changes' if machine['dirty'] else ''} |")
+emit(f"| toolchains | {machine['rustc']}; {machine['go']}; {machine['prometheus']} |")
+emit("")
+
+acceptance = []
+
+# ---------------------------------------------------------------------------------------------
+emit("## Parser: nanoseconds per sample, one core")
+emit("")
+if os.path.exists(path("parse.txt")):
+    figures = {}
+    samples = {}
+    for line in open(path("parse.txt")):
+        match = re.match(r"RESULT parser=(\S+) body=(\S+) samples=(\d+) ns_per_sample=([\d.]+)", line)
+        if match:
+            parser, body, count, ns = match.groups()
+            figures[(parser, body)] = float(ns)
+            samples.setdefault(body, set()).add(int(count))
+    emit(f"Written {written('parse.txt')}. Best of 10 runs, each parsing the body as many times "
+         "as fit in 100 ms. Bodies from scripts/bench.d/bodies.py. `textparse` is Prometheus "
+         "2.42's scrape loop for a series in its scrape cache (`Next` + `Series`, no labels "
+         "built); `textparse+labels` also calls `Metric` (a new series); epicenter always "
+         "builds the labels.")
+    emit("")
+    parsers = ["epicenter", "textparse", "textparse+labels", "expfmt", "prometheus-parse"]
+    emit("| body | samples | " + " | ".join(parsers) + " | textparse ÷ epicenter |")
+    emit("| --- | --- |" + " --- |" * (len(parsers) + 1))
+    for body in ["node.prom", "histogram.prom", "cadvisor.prom"]:
+        if ("epicenter", body) not in figures:
+            continue
+        counts = samples[body]
+        count_text = str(counts.pop()) if len(counts) == 1 else "DISAGREE: " + ", ".join(map(str, sorted(counts)))
+        cells = [f"{figures[(p, body)]:.0f}" if (p, body) in figures else "—" for p in parsers]
+        lead = figures.get(("textparse", body), 0) / figures[("epicenter", body)]
+        emit(f"| {body} | {count_text} | " + " | ".join(cells) + f" | {ratio_text(lead)} |")
+        acceptance.append((f"parser ≥ 2× textparse on {body}", lead >= 2.0, ratio_text(lead)))
+else:
+    emit("Not run.")
+emit("")
+
+# ---------------------------------------------------------------------------------------------
+emit("## Ingest: epicenter run against Prometheus 2.42 on the same targets")
+emit("")
+if os.path.exists(path("ingest.jsonl")):
+    runs = [json.loads(line) for line in open(path("ingest.jsonl")) if line.strip()]
+    emit(f"Written {written('ingest.jsonl')}. 1,000-series node_exporter-shaped targets "
+         "(scripts/bench.d/targets.py) scraped every second, timeout 1 s; one system at a time, "
+         "epicenter first; epicenter with its defaults (embedded store, detector on, spool on). "
+         "CPU is user + system time of the collector's process over the window "
+         "(epicenter's embedded ClickHouse engine is in that process; Prometheus's TSDB too). "
+         "Samples are those read from targets (scrapes that ran × 1,000).")
+    emit("")
+    emit("| targets | system | window s | samples/s | cores | CPU-s per 1M samples | "
+         "scrapes ran / recorded skipped / scheduled | samples stored | peak RSS MiB |")
+    emit("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    by_load = {}
+    for run in runs:
+        per_second = run["samples_scraped"] / run["window_s"]
+        per_million = run["cpu_seconds"] / run["samples_scraped"] * 1e6 if run["samples_scraped"] else float("nan")
+        run["per_million"] = per_million
+        by_load.setdefault(run["targets"], {})[run["system"]] = run
+        emit(f"| {run['targets']} | {run['system']} | {run['window_s']:.0f} | {per_second:,.0f} | "
+             f"{run['cpu_seconds'] / run['window_s']:.2f} | {per_million:.2f} | "
+             f"{run['scrapes_ran']:.0f} / {run['scrapes_recorded_skipped']:.0f} / "
+             f"{run['scrapes_scheduled']:.0f} | {run['samples_stored']:,.0f} | "
+             f"{run['peak_rss_bytes'] / 1048576:.0f} |")
+    emit("")
+    for load, pair in sorted(by_load.items()):
+        if "epicenter" in pair and "prometheus" in pair:
+            cost = pair["epicenter"]["per_million"] / pair["prometheus"]["per_million"]
+            rss = pair["epicenter"]["peak_rss_bytes"] / max(pair["prometheus"]["peak_rss_bytes"], 1)
+            emit(f"- {load} targets: epicenter spends **{ratio_text(cost)}** Prometheus's CPU per "
+                 f"sample and holds {ratio_text(rss)} its peak RSS.")
+            acceptance.append((f"ingest CPU per sample ≤ 1.0× Prometheus at {load}k samples/s",
+                               cost <= 1.0, ratio_text(cost)))
+            run = pair["epicenter"]
+            accounted = run["scrapes_ran"] + run["scrapes_recorded_skipped"]
+            # ±1 slot per target: a window's edges cut through scrapes in flight.
+            complete = accounted >= run["scrapes_scheduled"] - run["targets"]
+            acceptance.append((f"every scheduled scrape stored or recorded at {load}k samples/s",
+                               complete, f"{accounted:.0f} of {run['scrapes_scheduled']:.0f}"))
+    emit("")
+    emit("### Bytes per sample on disk (everything stored since start)")
+    emit("")
+    emit("| targets | epicenter `samples` as left | after `OPTIMIZE … FINAL` | all tables as left | "
+         "all tables merged | Prometheus WAL | Prometheus block (snapshot of the head) |")
+    emit("| --- | --- | --- | --- | --- | --- | --- |")
+    for load, pair in sorted(by_load.items()):
+        e, p = pair.get("epicenter", {}), pair.get("prometheus", {})
+        def cell(run, key):
+            return f"{run[key]:.2f}" if key in run else "—"
+        emit(f"| {load} | {cell(e, 'samples_bytes_per_sample')} | {cell(e, 'samples_bytes_per_sample_merged')} | "
+             f"{cell(e, 'all_tables_bytes_per_sample')} | {cell(e, 'all_tables_bytes_per_sample_merged')} | "
+             f"{cell(p, 'wal_bytes_per_sample')} | {cell(p, 'block_bytes_per_sample')} |")
+        if "samples_bytes_per_sample_merged" in e and "block_bytes_per_sample" in p:
+            acceptance.append((f"bytes per sample after merges ≤ Prometheus's block ({load} targets)",
+                               e["samples_bytes_per_sample_merged"] <= p["block_bytes_per_sample"],
+                               f"{e['samples_bytes_per_sample_merged']:.2f} vs {p['block_bytes_per_sample']:.2f}"))
+    emit("")
+    emit("A short run stores fewer samples per part than a long one, so its bytes per sample "
+         "are higher on both sides; compare the columns of one row, not rows of different runs.")
+else:
+    emit("Not run.")
+emit("")
+
+# ---------------------------------------------------------------------------------------------
+emit("## Fleet bench (collector/benches/fleet.rs): 200 targets × 500 series every second")
+emit("")
+for sink in ["embedded", "null"]:
+    name = f"fleet-{sink}.txt"
+    if not os.path.exists(path(name)):
+        emit(f"- {sink} sink: not run.")
+        continue
+    text = open(path(name)).read()
+    cores = re.search(r"= ([\d.]+) cores", text)
+    rate = re.search(r"throughput:\s+(\d+) samples/s", text)
+    emit(f"- {sink} sink ({written(name)}): "
+         f"{cores.group(1) if cores else '?'} cores at {rate.group(1) if rate else '?'} samples/s")
+emit("")
+emit("The null sink is epicenter's own work (scrape, parse, relabel, encode); the difference is "
+     "the embedded engine's inserts and merges.")
+emit("")
+
+# ---------------------------------------------------------------------------------------------
+emit("## Detector tick (detector/benches/tick.rs): one round over 100,000 series")
+emit("")
+if os.path.exists(path("tick.txt")):
+    emit(f"Written {written('tick.txt')}.")
+    emit("")
+    emit("```")
+    for line in open(path("tick.txt")):
+        if line.startswith("tick/") or "time:" in line:
+            emit(line.rstrip())
+    emit("```")
+else:
+    emit("Not run.")
+emit("")
+
+# ---------------------------------------------------------------------------------------------
+emit("## Issue 19's acceptance lines, as this run measured them")
+emit("")
+emit("| line | measured | met |")
+emit("| --- | --- | --- |")
+for line, met, figure in acceptance:
+    emit(f"| {line} | {figure} | {'yes' if met else '**no**'} |")
+emit("")
+emit("Not measured by scripts/bench yet: the detector tick at 10k and 1M series, the cookbook "
+     "queries' time, peak RSS per million active series.")
+print("\n".join(lines))
