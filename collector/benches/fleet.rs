@@ -15,7 +15,8 @@
 //! ClickHouse HTTP interface this process serves over the same engine; `=null` discards.
 //! Storage experiments (for whoever tunes the engine's CPU next):
 //! `EPICENTER_FLEET_BATCH_AGE=10s` (batch age, no row/byte limit), `EPICENTER_FLEET_NO_ROLLUP=1`
-//! (drop the rollup view), `EPICENTER_FLEET_ORDER_BY="metric, series_id, time"` (another
+//! (drop the rollup view), `EPICENTER_FLEET_THIN=1` (only metric, series_id, time and value
+//! stored: what a thin `samples` table would cost the engine), `EPICENTER_FLEET_ORDER_BY="metric, series_id, time"` (another
 //! sorting key for `samples`), `EPICENTER_FLEET_PLAIN_CODECS=1` (LZ4 on every column).
 //! `EPICENTER_FLEET_SECONDS`, `EPICENTER_FLEET_TARGETS`, `EPICENTER_FLEET_SERIES` shrink it.
 
@@ -217,6 +218,36 @@ fn main() {
             store.query("DROP TABLE fleet.samples", "TabSeparated").unwrap();
             store.query(&plain, "TabSeparated").unwrap();
         }
+        // Experiment (issue 19, the storage layout): what a thin `samples` table would cost the
+        // engine. The labels Map, job and the placement columns become EPHEMERAL: each insert
+        // still carries and parses them (a real thin table would not even receive them, so this
+        // overstates its cost), but they are not sorted, compressed, written or merged; only
+        // (metric, series_id, time, value) are stored, sorted by them. The rollup view reads
+        // placement columns, so it is dropped: compare with EPICENTER_FLEET_NO_ROLLUP=1.
+        if std::env::var("EPICENTER_FLEET_THIN").is_ok() {
+            store
+                .query("DROP VIEW IF EXISTS fleet.samples_1m_mv", "TabSeparated")
+                .unwrap();
+            store.query("DROP TABLE fleet.samples", "TabSeparated").unwrap();
+            store
+                .query(
+                    "CREATE TABLE fleet.samples (
+                        time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
+                        metric LowCardinality(String),
+                        job LowCardinality(String) EPHEMERAL,
+                        instance LowCardinality(String) EPHEMERAL,
+                        dc LowCardinality(String) EPHEMERAL,
+                        host LowCardinality(String) EPHEMERAL,
+                        service LowCardinality(String) EPHEMERAL,
+                        labels Map(LowCardinality(String), String) EPHEMERAL,
+                        value Float64 CODEC(Gorilla, ZSTD(1)),
+                        series_id UInt64 CODEC(ZSTD(1))
+                    ) ENGINE = MergeTree PARTITION BY toDate(time) ORDER BY (metric, series_id, time)
+                    SETTINGS non_replicated_deduplication_window = 1000",
+                    "TabSeparated",
+                )
+                .unwrap();
+        }
         // Experiment: another sorting key for `samples` (the view reads it by name).
         if let Ok(order_by) = std::env::var("EPICENTER_FLEET_ORDER_BY") {
             let create = String::from_utf8(store.query("SHOW CREATE TABLE fleet.samples", "TSVRaw").unwrap()).unwrap();
@@ -300,7 +331,14 @@ fn main() {
         let query = |sql: &str| String::from_utf8(store.query(sql, "TabSeparated").unwrap()).unwrap();
         let scrape_rows: u64 = query("SELECT count() FROM fleet.scrapes").trim().parse().unwrap();
         let sample_rows: u64 = query("SELECT count() FROM fleet.samples").trim().parse().unwrap();
-        (scrape_rows, sample_rows)
+        // Parts as the run leaves them (merges still pending), in the samples table alone.
+        let sample_bytes: u64 = query(
+            "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = 'fleet' AND table = 'samples'",
+        )
+        .trim()
+        .parse()
+        .unwrap_or(0);
+        (scrape_rows, sample_rows, sample_bytes)
     });
     let expected_samples = body_samples + 5 * (scrapes - skipped);
     // The schedule: ticks at offset, offset + 1 s, … before the stop.
@@ -324,8 +362,11 @@ fn main() {
         "samples:          {} rows written, expected {expected_samples} (body samples + 5 synthetic per scrape)",
         written.1
     );
-    if let Some((scrape_rows, sample_rows)) = stored {
-        println!("store holds:      {scrape_rows} scrapes rows, {sample_rows} samples rows");
+    if let Some((scrape_rows, sample_rows, sample_bytes)) = stored {
+        println!(
+            "store holds:      {scrape_rows} scrapes rows, {sample_rows} samples rows in {sample_bytes} bytes ({:.2} bytes per sample as left)",
+            sample_bytes as f64 / sample_rows.max(1) as f64
+        );
     }
     println!("epicenter CPU:    {cpu:.2} s over {wall:.2} s wall = {:.3} cores (scrape + parse + relabel + encode + {sink_name} sink)", cpu / wall);
     println!("throughput:       {:.0} samples/s written", written.1 as f64 / wall);
@@ -336,8 +377,12 @@ fn main() {
         (scrapes, expected_samples),
         "the writer wrote every row the scrapes produced"
     );
-    if let Some(stored) = stored {
-        assert_eq!(stored, written, "the store holds exactly what the writer wrote");
+    if let Some((scrape_rows, sample_rows, _)) = stored {
+        assert_eq!(
+            (scrape_rows, sample_rows),
+            written,
+            "the store holds exactly what the writer wrote"
+        );
     }
     assert_eq!(
         up + skipped,
