@@ -32,7 +32,9 @@
 //! the ranking inside assess); after criterion the median, minimum and maximum of every timed
 //! tick are printed against the 250 ms budget.
 //!
-//! Run: `cargo bench -p epicenter-detector --bench tick`.
+//! Run: `cargo bench -p epicenter-detector --bench tick`. `EPICENTER_TICK_SERIES=10000` or
+//! `=1000000` sizes the fleet down to one datacenter of 500 instances or up to forty
+//! datacenters ([`Shape`]); the 250 ms budget is checked at 100,000 series only.
 
 #![allow(clippy::unwrap_used, reason = "benchmark: a panic is a failed run")]
 
@@ -45,12 +47,9 @@ use criterion::{Criterion, SamplingMode};
 use epicenter_detector::engine::{Assessment, Dependency, Detector, InstanceInfo, Settings};
 use epicenter_detector::rules::{self, Bad, Rule, ValueKind};
 
-/// Datacenters of the fleet.
-const DATACENTERS: usize = 4;
-/// Hosts per datacenter.
-const HOSTS_PER_DATACENTER: usize = 250;
-/// Services and their instances per datacenter (1,250 per datacenter, 5,000 in all).
-const COMPOSITION: [(Service, usize); 7] = [
+/// Services and their instances per datacenter at 100,000 series and more (1,250 per
+/// datacenter).
+const FULL_COMPOSITION: [(Service, usize); 7] = [
     (Service::Api, 25),
     (Service::Backend, 750),
     (Service::Redis, 75),
@@ -59,10 +58,18 @@ const COMPOSITION: [(Service, usize); 7] = [
     (Service::Voice, 250),
     (Service::Media, 75),
 ];
+/// The same services at two fifths (500 instances per datacenter), for 10,000 series.
+const SMALL_COMPOSITION: [(Service, usize); 7] = [
+    (Service::Api, 10),
+    (Service::Backend, 300),
+    (Service::Redis, 30),
+    (Service::Db, 10),
+    (Service::Gateway, 20),
+    (Service::Voice, 100),
+    (Service::Media, 30),
+];
 /// Series every instance exposes.
 const SERIES_PER_INSTANCE: usize = 20;
-/// Instances in the fleet.
-const INSTANCES: usize = 5_000;
 /// Scrape interval, ms.
 const INTERVAL_MS: i64 = 10_000;
 /// First round's time, ms since the epoch.
@@ -77,10 +84,73 @@ const FAULT_EPISODE_ROUNDS: u32 = 20;
 const QUIET_ROUNDS: u32 = 2;
 /// Ticks timed by phase before each benchmark.
 const PHASE_TICKS: usize = 5;
-/// The acceptance budget for one tick.
+/// The acceptance budget for one tick at 100,000 series.
 const BUDGET: Duration = Duration::from_millis(250);
-/// The instance whose host fails in `tick/fault`.
-const FAULTY_INSTANCE: &str = "redis-2-1";
+
+/// The fleet's size, from `EPICENTER_TICK_SERIES` (10000, 100000 or 1000000; 100000 when
+/// unset): 10,000 series are one datacenter of 500 instances on 100 hosts; 100,000 are four
+/// datacenters of 1,250 instances on 250 hosts each; 1,000,000 are forty such datacenters.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    /// Datacenters of the fleet.
+    datacenters: usize,
+    /// Hosts per datacenter.
+    hosts_per_datacenter: usize,
+    /// Services and their instances per datacenter.
+    composition: [(Service, usize); 7],
+}
+
+impl Shape {
+    /// The shape `EPICENTER_TICK_SERIES` asks for; panics naming the accepted values otherwise.
+    fn from_env() -> Shape {
+        let series = std::env::var("EPICENTER_TICK_SERIES").unwrap_or_else(|_| "100000".to_string());
+        match series.as_str() {
+            "10000" => Shape {
+                datacenters: 1,
+                hosts_per_datacenter: 100,
+                composition: SMALL_COMPOSITION,
+            },
+            "100000" => Shape {
+                datacenters: 4,
+                hosts_per_datacenter: 250,
+                composition: FULL_COMPOSITION,
+            },
+            "1000000" => Shape {
+                datacenters: 40,
+                hosts_per_datacenter: 250,
+                composition: FULL_COMPOSITION,
+            },
+            other => panic!("EPICENTER_TICK_SERIES is {other:?}: use 10000, 100000 or 1000000"),
+        }
+    }
+
+    /// Instances in one datacenter.
+    fn per_datacenter(&self) -> usize {
+        self.composition.iter().map(|(_, count)| count).sum()
+    }
+
+    /// Instances in the fleet.
+    fn instances(&self) -> usize {
+        self.datacenters * self.per_datacenter()
+    }
+
+    /// Instances of `service` in the fleet.
+    fn count(&self, service: Service) -> usize {
+        let per_datacenter: usize = self
+            .composition
+            .iter()
+            .filter(|(other, _)| *other == service)
+            .map(|(_, count)| count)
+            .sum();
+        self.datacenters * per_datacenter
+    }
+
+    /// The instance whose host fails in `tick/fault`: a Redis node of the second datacenter
+    /// (the first when there is one).
+    fn faulty_instance(&self) -> String {
+        format!("redis-{}-1", self.datacenters.min(2))
+    }
+}
 
 // === the fleet ===
 
@@ -187,6 +257,8 @@ struct Member {
 /// The 5,000 instances, their 100,000 series (instance `i` owns series `20 i .. 20 i + 20`)
 /// and the state that generates each round's values.
 struct Workload {
+    /// The fleet's size.
+    shape: Shape,
     instances: Vec<InstanceInfo>,
     series: Vec<Series>,
     /// Running totals of counters and summaries; the latest gauge values.
@@ -289,12 +361,13 @@ impl Workload {
     /// The fleet, a fresh detector over the shipped rules, and no round yet.
     fn new() -> Workload {
         let rules = rules::parse(rules::SHIPPED).unwrap();
-        let mut members: Vec<Member> = Vec::with_capacity(INSTANCES);
-        for dc in 0..DATACENTERS {
+        let shape = Shape::from_env();
+        let mut members: Vec<Member> = Vec::with_capacity(shape.instances());
+        for dc in 0..shape.datacenters {
             let mut in_dc = 0;
-            for (service, count) in COMPOSITION {
+            for (service, count) in shape.composition {
                 for ordinal in 0..count {
-                    let host = in_dc % HOSTS_PER_DATACENTER + 1;
+                    let host = in_dc % shape.hosts_per_datacenter + 1;
                     members.push(Member {
                         info: InstanceInfo {
                             name: format!("{}-{}-{}", service.name(), dc + 1, ordinal + 1),
@@ -310,18 +383,18 @@ impl Workload {
                 }
             }
         }
-        assert_eq!(members.len(), INSTANCES);
+        assert_eq!(members.len(), shape.instances());
         let index_of = |service: Service, dc: usize, ordinal: usize| -> usize {
-            let mut index = dc * INSTANCES / DATACENTERS;
-            for (other, count) in COMPOSITION {
+            let mut index = dc * shape.per_datacenter();
+            for (other, count) in shape.composition {
                 if other == service {
                     return index + ordinal % count;
                 }
                 index += count;
             }
-            unreachable!("every service is in COMPOSITION")
+            unreachable!("every service is in the composition")
         };
-        let mut series = Vec::with_capacity(INSTANCES * SERIES_PER_INSTANCE);
+        let mut series = Vec::with_capacity(shape.instances() * SERIES_PER_INSTANCE);
         for member in &members {
             let info = &member.info;
             let target: BTreeMap<String, String> = [
@@ -356,7 +429,7 @@ impl Workload {
         }
         let faulty_host = members
             .iter()
-            .find(|member| member.info.name == FAULTY_INSTANCE)
+            .find(|member| member.info.name == shape.faulty_instance())
             .map(|member| member.info.host.clone())
             .unwrap();
         let on_faulty_host = |index: usize| members[index].info.host == faulty_host;
@@ -370,6 +443,7 @@ impl Workload {
             .collect();
         let values = vec![0.0; series.len()];
         Workload {
+            shape,
             instances: members.into_iter().map(|member| member.info).collect(),
             series,
             values,
@@ -444,9 +518,13 @@ impl Workload {
             workload.series.len(),
             100.0 * read as f64 / workload.series.len() as f64,
         );
-        assert_eq!(workload.instances.len(), INSTANCES);
-        assert_eq!(workload.series.len(), 100_000);
-        assert!(read >= 80_000, "only {read} series are read by a rule");
+        let shape = workload.shape;
+        assert_eq!(workload.instances.len(), shape.instances());
+        assert_eq!(workload.series.len(), shape.instances() * SERIES_PER_INSTANCE);
+        assert!(
+            read * 10 >= workload.series.len() * 8,
+            "only {read} series are read by a rule"
+        );
         let mut last = None;
         for _ in 0..WARM_UP_ROUNDS {
             let time_ms = workload.advance(false);
@@ -461,9 +539,12 @@ impl Workload {
             workload.detector.instances().len(),
             last.anomalies.len(),
         );
-        assert_eq!(workload.detector.instances().len(), INSTANCES);
+        assert_eq!(workload.detector.instances().len(), shape.instances());
         // Backends: two Redis nodes and a database each; voice nodes: 12 media servers each.
-        assert_eq!(edges, 3_000 * 3 + 1_000 * 12);
+        assert_eq!(
+            edges,
+            shape.count(Service::Backend) * 3 + shape.count(Service::Voice) * 12
+        );
         assert!(
             last.anomalies.is_empty(),
             "a quiet fleet shows anomalies: {:?}",
@@ -840,7 +921,14 @@ fn millis(duration: Duration) -> f64 {
 /// fraction of a second, and a fault episode must stay shorter than the detector's adaptation.
 fn bench_tick(c: &mut Criterion) {
     let workload: RefCell<Option<Workload>> = RefCell::new(None);
-    let mut group = c.benchmark_group("tick");
+    // Each size keeps its own criterion history (`tick` is the 100,000-series fleet).
+    let series = std::env::var("EPICENTER_TICK_SERIES").unwrap_or_default();
+    let group_name = if series.is_empty() || series == "100000" {
+        "tick".to_string()
+    } else {
+        format!("tick-{series}")
+    };
+    let mut group = c.benchmark_group(group_name);
     group
         .sample_size(10)
         .sampling_mode(SamplingMode::Flat)
@@ -880,9 +968,10 @@ fn bench_tick(c: &mut Criterion) {
     }
 }
 
-/// Median, minimum and maximum of every tick criterion timed (warm-up included), against the
-/// budget.
+/// Median, minimum and maximum of every tick criterion timed (warm-up included), with the
+/// fleet's size; against the budget at 100,000 series, and the median per series at any size.
 fn print_summary(workload: &mut Workload) {
+    let series = workload.series.len();
     for (name, ticks) in [
         ("tick/healthy", &mut workload.healthy_ticks),
         ("tick/fault", &mut workload.fault_ticks),
@@ -893,13 +982,21 @@ fn print_summary(workload: &mut Workload) {
         let count = ticks.len();
         let middle = median(ticks);
         let (fastest, slowest) = (ticks[0], ticks[count - 1]);
+        let budget = if series == 100_000 {
+            format!(
+                "; budget {:.0} ms: {}",
+                millis(BUDGET),
+                if middle <= BUDGET { "met" } else { "NOT met" }
+            )
+        } else {
+            String::new()
+        };
         println!(
-            "{name}: median {:.1} ms over {count} ticks (min {:.1}, max {:.1}); budget {:.0} ms: {}",
+            "{name}: {series} series, median {:.1} ms over {count} ticks (min {:.1}, max {:.1}), {:.2} µs per series{budget}",
             millis(middle),
             millis(fastest),
             millis(slowest),
-            millis(BUDGET),
-            if middle <= BUDGET { "met" } else { "NOT met" },
+            middle.as_secs_f64() * 1e6 / series as f64,
         );
     }
     if !workload.fault_ticks.is_empty() {
