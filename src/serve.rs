@@ -9,7 +9,6 @@
 //! ```
 //! ARCHITECTURE.md draws the same picture with every channel and trait named.
 
-use std::collections::HashSet;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -242,7 +241,7 @@ async fn observe(
     mut scraped: mpsc::Receiver<ScrapeOutcome>,
     to_writer: mpsc::Sender<ScrapeOutcome>,
     to_detector: mpsc::Sender<Batch>,
-    rule_metrics: HashSet<String>,
+    rule_metrics: live::MetricNames,
     state: Arc<AppState>,
 ) {
     while let Some(outcome) = scraped.recv().await {

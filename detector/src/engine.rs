@@ -25,6 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::rules::{Class, Role, Rule, ValueKind};
@@ -236,7 +237,7 @@ pub struct Assessment {
 #[derive(Debug)]
 pub struct Detector {
     rules: Vec<Rule>,
-    by_metric: HashMap<String, Vec<(usize, Part)>>,
+    by_metric: FxHashMap<String, Vec<(usize, Part)>>,
     settings: Settings,
     instances: BTreeMap<String, InstanceInfo>,
     dependencies: Vec<Dependency>,
@@ -256,7 +257,7 @@ impl Detector {
     /// A detector over `rules`, with service `dependencies`, for targets scraped every
     /// `interval_ms`.
     pub fn new(rules: Vec<Rule>, dependencies: Vec<Dependency>, interval_ms: i64, settings: Settings) -> Detector {
-        let mut by_metric: HashMap<String, Vec<(usize, Part)>> = HashMap::new();
+        let mut by_metric: FxHashMap<String, Vec<(usize, Part)>> = FxHashMap::default();
         for (index, rule) in rules.iter().enumerate() {
             if rule.spec.kind == ValueKind::Mean {
                 by_metric
