@@ -356,25 +356,25 @@ fn main() {
             store
                 .query("DROP VIEW IF EXISTS fleet.samples_1m_mv", "TabSeparated")
                 .unwrap();
+            let create = String::from_utf8(store.query("SHOW CREATE TABLE fleet.samples", "TSVRaw").unwrap()).unwrap();
+            let ephemeral = ["`job`", "`instance`", "`dc`", "`host`", "`service`", "`labels`"];
+            let thin: String = create
+                .lines()
+                .map(|line| {
+                    let column = line.trim_start();
+                    if ephemeral.iter().any(|name| column.starts_with(name)) {
+                        let (definition, comma) = line.strip_suffix(',').map_or((line, ""), |start| (start, ","));
+                        format!("{definition} EPHEMERAL{comma}")
+                    } else if column.starts_with("ORDER BY") {
+                        "ORDER BY (metric, series_id, time)".to_string()
+                    } else {
+                        line.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
             store.query("DROP TABLE fleet.samples", "TabSeparated").unwrap();
-            store
-                .query(
-                    "CREATE TABLE fleet.samples (
-                        time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
-                        metric LowCardinality(String),
-                        job LowCardinality(String) EPHEMERAL,
-                        instance LowCardinality(String) EPHEMERAL,
-                        dc LowCardinality(String) EPHEMERAL,
-                        host LowCardinality(String) EPHEMERAL,
-                        service LowCardinality(String) EPHEMERAL,
-                        labels Map(LowCardinality(String), String) EPHEMERAL,
-                        value Float64 CODEC(Gorilla, ZSTD(1)),
-                        series_id UInt64 CODEC(ZSTD(1))
-                    ) ENGINE = MergeTree PARTITION BY toDate(time) ORDER BY (metric, series_id, time)
-                    SETTINGS non_replicated_deduplication_window = 1000",
-                    "TabSeparated",
-                )
-                .unwrap();
+            store.query(&thin, "TabSeparated").unwrap();
         }
         // Experiment: another sorting key for `samples` (the view reads it by name).
         if let Ok(order_by) = std::env::var("EPICENTER_FLEET_ORDER_BY") {
