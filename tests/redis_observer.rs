@@ -309,10 +309,13 @@ fn a_node_busy_for_a_second_is_waited_for_up_to_the_scrape_timeout() {
         assert_eq!(&answer, b"+OK\r\n");
         next_ms += 2_000;
     }
-    std::thread::sleep(Duration::from_secs(3));
-    let rows = sql_rows(
-        &data,
-        &format!("SELECT up, duration_seconds, error FROM scrapes WHERE time >= fromUnixTimestamp64Milli({since_ms}) AND error NOT LIKE 'skipped:%' ORDER BY time"),
+    // The scrapes reach the store with the writer's next flush (batches of up to 5 s): wait
+    // for both rows rather than for a fixed time.
+    let query = format!("SELECT up, duration_seconds, error FROM scrapes WHERE time >= fromUnixTimestamp64Milli({since_ms}) AND error NOT LIKE 'skipped:%' ORDER BY time");
+    let rows = wait_for(
+        Duration::from_secs(20),
+        || sql_rows(&data, &query),
+        |rows| rows.len() >= 2,
     );
     eprintln!("scrapes while the node slept: {rows:?}");
     assert!(rows.len() >= 2, "{rows:?}");
