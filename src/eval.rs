@@ -95,62 +95,102 @@ pub(crate) fn run(args: &EvalArgs) -> ExitCode {
 
 fn print_table(results: &[ScenarioResult], summary: &Summary) {
     println!(
-        "{:<24} {:<34} {:<44} {:>5} {:>5} {:>5} {:>5} {:>6} {:>5} | {:>11} {:>11}",
+        "{:<24} {:<34} {:<44} {:>5} {:>5} {:>5} {:>5} {:>5} {:>6} {:>5} | {:>11} {:>11}",
         "scenario",
         "ground truth",
-        "verdict (kind dc: hosts)",
+        "incident (kind dc: hosts)",
         "h@1",
         "h@3",
         "havg5",
         "dc@1",
+        "kind",
         "TTD",
         "false",
         "robust-z h@1/3",
         "pagerank h@1/3"
     );
     for result in results {
-        let truth = result.truth.first().map_or("none".to_string(), |t| {
-            format!("{} {}: {}", t.kind, t.dcs.join(","), t.hosts.join(","))
-        });
-        let verdict = result.verdict.as_ref().map_or("none".to_string(), |v| {
-            format!("{} {}: {}", v.kind, v.dc, v.hosts.join(","))
-        });
-        let ttd = result
-            .intervals_to_detect
-            .map_or("-".to_string(), |v| format!("{v:.1}"));
-        let s = &result.epicenter;
-        println!(
-            "{:<24} {:<34} {:<44} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>6} {:>5} | {:>5.2}/{:<5.2} {:>5.2}/{:<5.2}",
-            result.scenario,
-            truncate(&truth, 34),
-            truncate(&verdict, 44),
-            s.host_ac1,
-            s.host_ac3,
-            s.host_avg5,
-            s.dc_ac1,
-            ttd,
-            result.false_verdicts,
-            result.robust_z.host_ac1,
-            result.robust_z.host_ac3,
-            result.pagerank.host_ac1,
-            result.pagerank.host_ac3,
-        );
+        if result.incidents.is_empty() {
+            println!(
+                "{:<24} {:<34} {:<44} {:>5} {:>5} {:>5} {:>5} {:>5} {:>6} {:>5} |",
+                result.scenario, "none", "-", "", "", "", "", "", "", result.false_verdicts
+            );
+        }
+        // One line per fault; the scenario's false verdicts on its first.
+        for (row, incident) in result.incidents.iter().enumerate() {
+            let truth = result.truth.get(incident.truth).map_or("none".to_string(), |t| {
+                format!("{} {}: {}", t.kind, t.dcs.join(","), t.hosts.join(","))
+            });
+            let verdict = incident.verdict.as_ref().map_or("none".to_string(), |v| {
+                format!("{} {}: {}", v.kind, v.dcs.join(","), v.hosts.join(","))
+            });
+            let ttd = incident
+                .intervals_to_detect
+                .map_or("-".to_string(), |v| format!("{v:.1}"));
+            let s = &incident.epicenter;
+            let false_verdicts = if row == 0 {
+                result.false_verdicts.to_string()
+            } else {
+                String::new()
+            };
+            println!(
+                "{:<24} {:<34} {:<44} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5} {:>6} {:>5} | {:>5.2}/{:<5.2} {:>5.2}/{:<5.2}",
+                if row == 0 { result.scenario.as_str() } else { "" },
+                truncate(&truth, 34),
+                truncate(&verdict, 44),
+                s.host_ac1,
+                s.host_ac3,
+                s.host_avg5,
+                s.dc_ac1,
+                if incident.kind_right { "ok" } else { "wrong" },
+                ttd,
+                false_verdicts,
+                incident.robust_z.host_ac1,
+                incident.robust_z.host_ac3,
+                incident.pagerank.host_ac1,
+                incident.pagerank.host_ac3,
+            );
+        }
     }
-    if summary.scenarios_with_faults == 0 {
-        println!("\nno scenario with faults: false verdicts {}", summary.false_verdicts);
+    if summary.faults == 0 {
+        println!(
+            "\nno scenario with faults: false verdicts {} ({:.2} per simulated day)",
+            summary.false_verdicts, summary.false_verdicts_per_day
+        );
         return;
     }
     let s = &summary.epicenter;
     println!(
-        "\noverall ({} scenarios with faults): epicenter host AC@1 {:.2}, AC@3 {:.2}, Avg@5 {:.2}, dc AC@1 {:.2}; median time to detect {} scrape intervals; false verdicts {}",
+        "\noverall ({} faults in {} scenarios, each fault scored on its own incident): epicenter host AC@1 {:.2}, AC@3 {:.2}, Avg@5 {:.2}, dc AC@1 {:.2}; kind right {:.2}; datacenters exactly right {:.2}; time to detect median {}, slowest {} scrape intervals; false verdicts {} ({:.2} per simulated day)",
+        summary.faults,
         summary.scenarios_with_faults,
         s.host_ac1,
         s.host_ac3,
         s.host_avg5,
         s.dc_ac1,
+        summary.kind_accuracy,
+        summary.dc_set_accuracy,
         summary.median_intervals_to_detect.map_or("-".to_string(), |v| format!("{v:.1}")),
-        summary.false_verdicts
+        summary.max_intervals_to_detect.map_or("-".to_string(), |v| format!("{v:.1}")),
+        summary.false_verdicts,
+        summary.false_verdicts_per_day,
     );
+    let calibration = &summary.calibration;
+    if let Some(brier) = calibration.brier {
+        println!(
+            "  confidence over {} incidents: Brier score {brier:.3}; reliability (confidence bin: incidents, mean confidence, share right): {}",
+            calibration.verdicts,
+            calibration
+                .bins
+                .iter()
+                .map(|bin| format!(
+                    "{:.1}-{:.1}: {}, {:.2}, {:.2}",
+                    bin.from, bin.to, bin.verdicts, bin.mean_confidence, bin.observed
+                ))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
     for (name, scores) in [
         ("robust z-score (BARO/N-Sigma style)", &summary.robust_z),
         ("personalized PageRank (MicroRCA style)", &summary.pagerank),

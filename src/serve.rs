@@ -276,15 +276,16 @@ async fn publish(mut rounds: mpsc::Receiver<Round>, state: Arc<AppState>, notifi
         if let Err(error) = store.write_anomalies(&round.new_anomalies).await {
             tracing::warn!(%error, "storing anomalies failed");
         }
-        let Some(event) = &round.event else { continue };
-        crate::style::clear_status();
-        println!(
-            "{}",
-            crate::style::verdict_line(&event.state, &event.verdict.describe(), crate::style::stdout_colour())
-        );
-        notifiers.notify(event);
-        if let Err(error) = store.write_verdict(&event.row()).await {
-            tracing::warn!(%error, "storing the verdict failed");
+        for event in &round.events {
+            crate::style::clear_status();
+            println!(
+                "{}",
+                crate::style::verdict_line(&event.state, &event.verdict.describe(), crate::style::stdout_colour())
+            );
+            notifiers.notify(event);
+            if let Err(error) = store.write_verdict(&event.row()).await {
+                tracing::warn!(%error, "storing the verdict failed");
+            }
         }
     }
 }

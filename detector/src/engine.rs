@@ -92,18 +92,27 @@ pub struct Candidate {
     pub onset_ms: i64,
 }
 
-/// What the detector says.
+/// What the detector says about one incident.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
+    /// Stable id of the incident, `<opened ms>-<first instance named when it opened>` (the
+    /// `verdicts.id` column and Alertmanager's `verdict_id` annotation); kept when another
+    /// root takes the incident over.
+    pub id: String,
     /// Failure kind (`node_loss`, `node_hang`, `slow_node`, `cold_start`, `pool_exhaustion`,
-    /// `retry_storm`, `mailbox_overload`, `session_loss`, `dc_degradation`, `unknown`).
+    /// `retry_storm`, `mailbox_overload`, `session_loss`, `host_saturation`,
+    /// `dc_degradation`, `link_degradation`, `unknown`).
     pub kind: String,
-    /// Datacenter of the root cause.
+    /// Datacenter of the root cause (for a link, the end its leader is in).
     pub dc: String,
+    /// Every datacenter the verdict names, sorted: the datacenters of its instances; both
+    /// ends of a degraded link.
+    pub dcs: Vec<String>,
     /// Hosts of the instances named, in their order, each once: the answer, never a host of
     /// an alternative. Ranked alternatives are in `candidates` ([`Verdict::ranked_hosts`]).
     pub hosts: Vec<String>,
-    /// Service of the root cause (`network` for a datacenter degradation).
+    /// Service of the root cause (`network` for a datacenter or link degradation, `host` for
+    /// a host whose instances of several services all suffer).
     pub service: String,
     /// Instances named.
     pub instances: Vec<String>,
@@ -220,18 +229,104 @@ pub struct Assessment {
     pub time_ms: i64,
     /// Anomalous signals now.
     pub anomalies: Vec<Anomaly>,
-    /// Candidates, best first.
+    /// Candidates over every anomaly of the round, best first (the incidents rank only the
+    /// evidence each explains; this is the whole round's ranking, for the reference methods).
     pub candidates: Vec<Candidate>,
-    /// The open verdict, if any (new, updated or continuing).
-    pub verdict: Option<Verdict>,
-    /// Whether the verdict was opened this round.
-    pub opened: bool,
-    /// Whether an open verdict resolved this round.
-    pub resolved: bool,
+    /// Every incident open after this round (new, updated or continuing), oldest first.
+    pub incidents: Vec<Verdict>,
+    /// Ids of the incidents opened this round.
+    pub opened: Vec<String>,
+    /// Incidents that resolved this round, as they were last open.
+    pub resolved: Vec<Verdict>,
     /// Whether this round was judged while the detector was behind ([`Detector::set_behind`]):
-    /// no verdict opened and none was taken over.
+    /// no incident opened and none was taken over.
     pub held: bool,
+    /// Whether a leader (of an open incident's evidence or of evidence none explains) was
+    /// chosen this round over a candidate of the same score, by name: the incidents then
+    /// depend on names, not only on evidence.
+    pub tie_broken_by_name: bool,
 }
+
+impl Assessment {
+    /// The incidents opened this round.
+    pub fn opened_incidents(&self) -> impl Iterator<Item = &Verdict> {
+        self.incidents
+            .iter()
+            .filter(|verdict| self.opened.contains(&verdict.id))
+    }
+}
+
+/// One open incident: its verdict as last judged, the instance leading its evidence and for
+/// how many rounds, its quiet rounds, and its own instance's score this round.
+#[derive(Debug, Clone)]
+struct Incident {
+    verdict: Verdict,
+    leader: Option<(String, u32)>,
+    quiet_rounds: u32,
+    own_score: f64,
+}
+
+/// Where the evidence an incident explains may come from: the instances it names (any
+/// anomaly of theirs, and any caller's towards them), the instances that call them directly
+/// or through others (their latency, errors, saturation and traffic: a fault spreads to its
+/// callers), and the instances they call (their traffic: load spreads to callees; for a
+/// retry storm, also their latency, errors and saturation). A restart or a lost target is
+/// never a consequence of another instance's fault.
+#[derive(Debug, Default)]
+struct Scope {
+    named: BTreeSet<String>,
+    upstream: BTreeSet<String>,
+    downstream: BTreeSet<String>,
+    load: bool,
+}
+
+impl Scope {
+    /// Whether `anomaly` is explained by the incident this scope belongs to.
+    fn explains(&self, anomaly: &Anomaly) -> bool {
+        if self.named.contains(&anomaly.instance) {
+            return true;
+        }
+        let up = self.upstream.contains(&anomaly.instance);
+        let down = self.downstream.contains(&anomaly.instance);
+        match &anomaly.peer {
+            Some(peer) => {
+                self.named.contains(peer)
+                    || (up && self.upstream.contains(peer))
+                    || (self.load && down && self.downstream.contains(peer))
+            }
+            None => match anomaly.class {
+                Class::Restart | Class::Availability => false,
+                Class::Traffic => up || down,
+                Class::Latency | Class::Errors | Class::Saturation => up || (self.load && down),
+            },
+        }
+    }
+
+    /// Whether `instance` is one the incident names, calls or is called by, or a sibling
+    /// (same service) of one it names: a root that may take the incident over.
+    fn relates_to(&self, instance: &InstanceInfo, instances: &BTreeMap<String, InstanceInfo>) -> bool {
+        self.named.contains(&instance.name)
+            || self.upstream.contains(&instance.name)
+            || self.downstream.contains(&instance.name)
+            || self
+                .named
+                .iter()
+                .filter_map(|name| instances.get(name))
+                .any(|named| named.service == instance.service)
+    }
+}
+
+/// The callers and the callees (instance names) of the slowed or failing calls from one
+/// datacenter to another.
+type CallersAndCallees<'a> = (BTreeSet<&'a str>, BTreeSet<&'a str>);
+
+/// Caller service → callee service edges, with whether every call seen stays within a
+/// datacenter.
+type ServiceEdges = BTreeMap<(String, String), bool>;
+
+/// At most this many new incidents open in one round (each needs its own leader, explained
+/// by none of the others).
+const NEW_INCIDENTS_PER_ROUND: usize = 8;
 
 /// The detector's state.
 #[derive(Debug)]
@@ -246,10 +341,13 @@ pub struct Detector {
     /// the label carries it, resolved when read): learned when a series is first seen.
     roles: HashMap<String, BTreeSet<Role>>,
     last_seen: HashMap<String, i64>,
+    /// (caller instance, peer label value) of every series whose rule names a peer, recorded
+    /// when the series is first seen; resolved to instances when read.
+    peer_links: BTreeSet<(String, String)>,
     interval_ms: i64,
-    leader: Option<(String, u32)>,
-    open: Option<Verdict>,
-    quiet_rounds: u32,
+    /// Leaders of evidence no open incident explains, with the rounds each has led.
+    pending: BTreeMap<String, u32>,
+    incidents: Vec<Incident>,
     behind: bool,
 }
 
@@ -284,10 +382,10 @@ impl Detector {
             signals: HashMap::new(),
             roles: HashMap::new(),
             last_seen: HashMap::new(),
+            peer_links: BTreeSet::new(),
             interval_ms,
-            leader: None,
-            open: None,
-            quiet_rounds: 0,
+            pending: BTreeMap::new(),
+            incidents: Vec::new(),
             behind: false,
         }
     }
@@ -305,12 +403,9 @@ impl Detector {
     /// Instance-level edges observed in client series: (caller instance, peer instance) for
     /// every series whose rule names a peer that resolves to a known instance.
     pub fn peer_edges(&self) -> BTreeSet<(String, String)> {
-        self.signals
-            .values()
-            .filter_map(|entry| {
-                let peer = entry.peer.as_deref().and_then(|peer| self.resolve(peer))?;
-                Some((entry.instance.clone(), peer))
-            })
+        self.peer_links
+            .iter()
+            .filter_map(|(instance, peer)| Some((instance.clone(), self.resolve(peer)?)))
             .collect()
     }
 
@@ -359,6 +454,9 @@ impl Detector {
                     continue;
                 }
                 let peer = rule.peer(&labels);
+                if let Some(peer) = &peer {
+                    self.peer_links.insert((instance.name.clone(), peer.clone()));
+                }
                 if let Some(role) = rule.spec.role {
                     let holder = match (&rule.spec.peer, &peer) {
                         (Some(_), Some(peer)) => Some(peer.clone()),
@@ -437,10 +535,11 @@ impl Detector {
             time_ms,
             anomalies,
             candidates,
-            verdict: None,
-            opened: false,
-            resolved: false,
+            incidents: Vec::new(),
+            opened: Vec::new(),
+            resolved: Vec::new(),
             held: self.behind,
+            tie_broken_by_name: false,
         };
         self.lifecycle(&mut assessment);
         assessment
@@ -571,106 +670,329 @@ impl Detector {
         candidates
     }
 
+    /// Judges every open incident on the evidence it explains (oldest first: evidence two
+    /// incidents could explain goes to the older), then opens new incidents from what none
+    /// explains: each needs a leader of its own that leads for `confirm_rounds` (or
+    /// `weak_rounds` on weaker evidence), and a new root takes an open incident over only when
+    /// it relates to it and the incident's own instance has lost its strong evidence.
     fn lifecycle(&mut self, assessment: &mut Assessment) {
-        let leader = assessment.candidates.first().cloned();
-        // Strong evidence opens after `confirm_rounds`; weaker evidence (from `weak_score`)
-        // must persist for `weak_rounds` with the same leader.
-        let weak = self.settings.min_score * self.settings.weak_score;
-        let strong = leader.as_ref().is_some_and(|leader| leader.score >= weak);
-        let leader_score = leader.as_ref().map_or(0.0, |leader| leader.score);
-        if strong {
-            self.quiet_rounds = 0;
-            let name = leader
-                .as_ref()
-                .map(|leader| leader.instance.clone())
-                .unwrap_or_default();
-            let rounds = match &self.leader {
-                Some((previous, rounds)) if *previous == name => rounds + 1,
-                _ => 1,
-            };
-            self.leader = Some((name.clone(), rounds));
-            let kind = self.kind(&assessment.anomalies, &assessment.candidates);
-            // Latency alone (no errors, saturation or lost availability anywhere on the
-            // leader's evidence) is what a starved or paused process shows for a second or
-            // two: it must last `latency_rounds`.
-            let latency_only = assessment
-                .anomalies
-                .iter()
-                .filter(|a| a.instance == name || a.peer.as_deref() == Some(name.as_str()))
-                .all(|a| a.class == Class::Latency);
-            let enough = if leader_score >= self.settings.min_score {
-                rounds
-                    >= self
-                        .settings
-                        .confirm_rounds
-                        .max(if latency_only { self.settings.latency_rounds } else { 0 })
-            } else {
-                rounds >= self.settings.weak_rounds
-            };
-            let confirmed = enough && kind.as_deref() != Some("transient") && !self.behind;
-            // Another instance takes an open verdict over only on evidence that would open
-            // one by itself, and only once the open verdict's own instance has lost its
-            // strong evidence (an instance restarted during an incident shows the incident's
-            // symptoms); until then the open verdict stands or fades on its own evidence.
-            let open_instance = self.open.as_ref().and_then(|open| open.instances.first().cloned());
-            if let Some(open_instance) = open_instance.filter(|open| *open != name) {
-                let own = assessment
-                    .candidates
-                    .iter()
-                    .find(|candidate| candidate.instance == open_instance)
-                    .map_or(0.0, |candidate| candidate.score);
-                if !confirmed || own >= self.settings.min_score {
-                    self.fade(assessment, own >= weak);
-                    return;
-                }
-            }
-            if confirmed || self.open.is_some() {
-                // An open verdict keeps its kind while the same instance leads: recovery
-                // (a restarted node's reconnections, say) must not rename the failure. It
-                // only sharpens: a `slow_node` or `unknown` verdict becomes `node_hang` or
-                // `node_loss` once the node's own availability is seen lost (a hung node's
-                // callers wait a round before its exporter's scrape times out).
-                let kept = self.open.as_ref().and_then(|open| {
-                    let same = leader
-                        .as_ref()
-                        .is_some_and(|leader| open.instances.first() == Some(&leader.instance));
-                    let sharpened = kind.as_deref().is_some_and(|new| sharpens(&open.kind, new));
-                    (same && open.kind != "dc_degradation" && !sharpened).then(|| open.kind.clone())
-                });
-                let kind = kept.or(kind).unwrap_or_else(|| "unknown".to_string());
-                let mut verdict = self.verdict(assessment, kind);
-                if let Some(open) = &self.open {
-                    verdict.opened_ms = open.opened_ms;
-                    verdict.onset_ms = verdict.onset_ms.min(open.onset_ms);
-                } else {
-                    assessment.opened = true;
-                }
-                self.open = Some(verdict.clone());
-                assessment.verdict = Some(verdict);
-            }
+        let time_ms = assessment.time_ms;
+        let edges = if assessment.anomalies.is_empty() {
+            ServiceEdges::new()
         } else {
-            self.leader = None;
-            self.fade(assessment, false);
+            self.service_edges()
+        };
+        let mut claimed = vec![false; assessment.anomalies.len()];
+        let mut open = Vec::new();
+        for mut incident in std::mem::take(&mut self.incidents) {
+            let scope = self.scope(&incident.verdict, &edges);
+            let mut explained = Vec::new();
+            for (index, anomaly) in assessment.anomalies.iter().enumerate() {
+                if !claimed[index] && scope.explains(anomaly) {
+                    claimed[index] = true;
+                    explained.push(anomaly.clone());
+                }
+            }
+            let candidates = self.rank(&explained);
+            assessment.tie_broken_by_name |= tied(&candidates);
+            if self.judge(&mut incident, &explained, &candidates, time_ms) {
+                open.push(incident);
+            } else {
+                assessment.resolved.push(incident.verdict);
+            }
         }
+        // Evidence no open incident explains: new incidents, one leader at a time.
+        let mut rest: Vec<Anomaly> = assessment
+            .anomalies
+            .iter()
+            .zip(&claimed)
+            .filter(|(_, claimed)| !**claimed)
+            .map(|(anomaly, _)| anomaly.clone())
+            .collect();
+        let weak = self.settings.min_score * self.settings.weak_score;
+        let mut pending = BTreeMap::new();
+        for _ in 0..NEW_INCIDENTS_PER_ROUND {
+            let candidates = self.rank(&rest);
+            let Some(leader) = candidates.first().filter(|leader| leader.score >= weak) else {
+                break;
+            };
+            assessment.tie_broken_by_name |= tied(&candidates);
+            let rounds = self.pending.get(&leader.instance).map_or(1, |rounds| rounds + 1);
+            pending.insert(leader.instance.clone(), rounds);
+            let kind = self.kind(&rest, &candidates);
+            // A host's instances together are the evidence against the host.
+            let mut evidence = leader.clone();
+            if kind.as_deref() == Some("host_saturation") {
+                let on_host = self.co_located(&rest, &candidates);
+                evidence.score = candidates
+                    .iter()
+                    .filter(|c| on_host.contains(&c.instance))
+                    .map(|c| c.score)
+                    .sum();
+            }
+            let confirmed = self.confirmed(&rest, &evidence, rounds, kind.as_deref());
+            let kind = kind.unwrap_or_else(|| "unknown".to_string());
+            let mut verdict = self.verdict(&rest, &candidates, time_ms, kind, None);
+            let scope = self.scope(&verdict, &edges);
+            // The same kind at a sibling of what an open incident names (same service and
+            // datacenter) is that incident, spreading: it joins it.
+            let joined = open.iter().position(|incident| {
+                let open = &incident.verdict;
+                open.kind == verdict.kind
+                    && !matches!(
+                        open.kind.as_str(),
+                        "dc_degradation" | "link_degradation" | "host_saturation"
+                    )
+                    && open.service == leader.service
+                    && open.dc == leader.dc
+            });
+            // A fault at an instance on the same host as an instance of another service an open
+            // incident names: the host, not either service, is what fails.
+            let host_of = |name: &String| self.instances.get(name).map(|info| info.host.as_str());
+            let neighbour = open.iter().position(|incident| {
+                let open = &incident.verdict;
+                !matches!(open.kind.as_str(), "dc_degradation" | "link_degradation")
+                    && open.service != leader.service
+                    && open
+                        .instances
+                        .iter()
+                        .any(|name| host_of(name) == Some(leader.host.as_str()))
+            });
+            let joined = match (joined, neighbour) {
+                (None, Some(index)) if confirmed => {
+                    let open = &mut open[index].verdict;
+                    open.kind = "host_saturation".to_string();
+                    open.service = "host".to_string();
+                    open.instances
+                        .retain(|name| host_of(name) == Some(leader.host.as_str()));
+                    open.hosts = vec![leader.host.clone()];
+                    Some(index)
+                }
+                (joined, _) => joined,
+            };
+            if let Some(index) = joined.filter(|_| confirmed) {
+                let open = &mut open[index].verdict;
+                if !open.instances.contains(&leader.instance) {
+                    open.instances.push(leader.instance.clone());
+                    if !open.hosts.contains(&leader.host) {
+                        open.hosts.push(leader.host.clone());
+                    }
+                }
+                let named = self.scope(open, &edges);
+                rest.retain(|anomaly| !named.explains(anomaly));
+                continue;
+            }
+            if confirmed {
+                let info = self.instances.get(&leader.instance);
+                let taken = open.iter_mut().find(|incident| {
+                    incident.own_score < self.settings.min_score
+                        && info
+                            .is_some_and(|info| self.scope(&incident.verdict, &edges).relates_to(info, &self.instances))
+                });
+                match taken {
+                    Some(incident) => {
+                        verdict.id = incident.verdict.id.clone();
+                        verdict.opened_ms = incident.verdict.opened_ms;
+                        verdict.onset_ms = verdict.onset_ms.min(incident.verdict.onset_ms);
+                        incident.verdict = verdict;
+                        incident.leader = Some((leader.instance.clone(), rounds));
+                        incident.quiet_rounds = 0;
+                        incident.own_score = leader.score;
+                    }
+                    None => {
+                        assessment.opened.push(verdict.id.clone());
+                        open.push(Incident {
+                            verdict,
+                            leader: Some((leader.instance.clone(), rounds)),
+                            quiet_rounds: 0,
+                            own_score: leader.score,
+                        });
+                    }
+                }
+            }
+            let before = rest.len();
+            rest.retain(|anomaly| !scope.explains(anomaly));
+            if rest.len() == before {
+                break;
+            }
+        }
+        self.pending = pending;
+        assessment.incidents = open.iter().map(|incident| incident.verdict.clone()).collect();
+        self.incidents = open;
     }
 
-    /// A round in which the open verdict (if any) is not renewed: it stands while its own
-    /// instance keeps weak evidence (`supported`), and resolves after `resolve_rounds` quiet
-    /// rounds.
-    fn fade(&mut self, assessment: &mut Assessment, supported: bool) {
-        if self.open.is_none() {
-            return;
+    /// Whether `leader` has led long enough, on `anomalies`, to open an incident of `kind`:
+    /// strong evidence for `confirm_rounds` (`latency_rounds` when it is latency alone, what a
+    /// starved or paused process shows for a second or two), weaker evidence for
+    /// `weak_rounds`; never a `transient` restart, never while the detector is behind.
+    fn confirmed(&self, anomalies: &[Anomaly], leader: &Candidate, rounds: u32, kind: Option<&str>) -> bool {
+        let name = leader.instance.as_str();
+        let latency_only = anomalies
+            .iter()
+            .filter(|a| a.instance == name || a.peer.as_deref() == Some(name))
+            .all(|a| a.class == Class::Latency);
+        let enough = if leader.score >= self.settings.min_score {
+            rounds
+                >= self
+                    .settings
+                    .confirm_rounds
+                    .max(if latency_only { self.settings.latency_rounds } else { 0 })
+        } else {
+            rounds >= self.settings.weak_rounds
+        };
+        enough && kind != Some("transient") && !self.behind
+    }
+
+    /// One round of an open incident on the evidence it explains: renewed while its own
+    /// instance leads (its kind kept, only sharpened), taken over by another instance of its
+    /// scope only on evidence that would open an incident by itself once its own instance has
+    /// lost its strong evidence, and otherwise standing or fading. Returns whether it is still
+    /// open.
+    fn judge(&self, incident: &mut Incident, anomalies: &[Anomaly], candidates: &[Candidate], time_ms: i64) -> bool {
+        let weak = self.settings.min_score * self.settings.weak_score;
+        let open_instance = incident.verdict.instances.first().cloned().unwrap_or_default();
+        // A host's saturation is led by whichever of its instances leads.
+        let open_host = (incident.verdict.kind == "host_saturation")
+            .then(|| incident.verdict.hosts.first().cloned())
+            .flatten();
+        let its_own =
+            |candidate: &Candidate| candidate.instance == open_instance || open_host.as_ref() == Some(&candidate.host);
+        let own = candidates
+            .iter()
+            .filter(|candidate| its_own(candidate))
+            .map(|candidate| candidate.score)
+            .fold(0.0, f64::max);
+        incident.own_score = own;
+        let Some(leader) = candidates.first().filter(|leader| leader.score >= weak) else {
+            incident.leader = None;
+            return Self::fade(incident, false, self.settings.resolve_rounds);
+        };
+        incident.quiet_rounds = 0;
+        let rounds = match &incident.leader {
+            Some((previous, rounds)) if *previous == leader.instance => rounds + 1,
+            _ => 1,
+        };
+        incident.leader = Some((leader.instance.clone(), rounds));
+        let kind = self.kind(anomalies, candidates);
+        if !its_own(leader) {
+            let confirmed = self.confirmed(anomalies, leader, rounds, kind.as_deref());
+            if !confirmed || own >= self.settings.min_score {
+                return Self::fade(incident, own >= weak, self.settings.resolve_rounds);
+            }
         }
+        // An open incident keeps its kind while the same instance leads: recovery (a
+        // restarted node's reconnections, say) must not rename the failure. It only sharpens:
+        // a `slow_node` or `unknown` becomes `node_hang` or `node_loss` once the node's own
+        // availability is seen lost (a hung node's callers wait a round before its exporter's
+        // scrape times out).
+        let open = &incident.verdict;
+        let same = its_own(leader);
+        let sharpened = kind.as_deref().is_some_and(|new| sharpens(&open.kind, new));
+        let kind = if same && open.kind != "dc_degradation" && !sharpened {
+            open.kind.clone()
+        } else {
+            kind.unwrap_or_else(|| "unknown".to_string())
+        };
+        let mut verdict = self.verdict(anomalies, candidates, time_ms, kind, Some(open));
+        verdict.id = open.id.clone();
+        verdict.opened_ms = open.opened_ms;
+        verdict.onset_ms = verdict.onset_ms.min(open.onset_ms);
+        incident.verdict = verdict;
+        true
+    }
+
+    /// A round in which an open incident is not renewed: it stands while its own instance
+    /// keeps weak evidence (`supported`), and resolves after `resolve_rounds` quiet rounds.
+    /// Returns whether it is still open.
+    fn fade(incident: &mut Incident, supported: bool, resolve_rounds: u32) -> bool {
         if supported {
-            self.quiet_rounds = 0;
+            incident.quiet_rounds = 0;
         } else {
-            self.quiet_rounds += 1;
+            incident.quiet_rounds += 1;
         }
-        if self.quiet_rounds >= self.settings.resolve_rounds {
-            self.open = None;
-            assessment.resolved = true;
+        incident.quiet_rounds < resolve_rounds
+    }
+
+    /// Caller → callee service edges: the configured dependencies, and the calls client series
+    /// show (a series whose peer label resolves to a known instance).
+    fn service_edges(&self) -> ServiceEdges {
+        let mut edges = ServiceEdges::new();
+        for dependency in &self.dependencies {
+            let same = edges
+                .entry((dependency.caller.clone(), dependency.callee.clone()))
+                .or_insert(dependency.same_dc);
+            *same &= dependency.same_dc;
+        }
+        for (caller, callee) in self.peer_edges() {
+            let (Some(caller), Some(callee)) = (self.instances.get(&caller), self.instances.get(&callee)) else {
+                continue;
+            };
+            if caller.service == callee.service {
+                continue;
+            }
+            let same = edges
+                .entry((caller.service.clone(), callee.service.clone()))
+                .or_insert(true);
+            *same &= caller.dc == callee.dc;
+        }
+        edges
+    }
+
+    /// The instances that reach `start` through `edges` (callers, directly or through others,
+    /// when `upward`; callees otherwise), keeping to a datacenter along edges whose calls stay
+    /// within one.
+    fn reach(&self, start: &[&InstanceInfo], edges: &ServiceEdges, upward: bool) -> BTreeSet<String> {
+        let mut seen: BTreeSet<(String, Option<String>)> = BTreeSet::new();
+        let mut work: Vec<(String, Option<String>)> = start
+            .iter()
+            .map(|info| (info.service.clone(), Some(info.dc.clone())))
+            .collect();
+        while let Some((service, dc)) = work.pop() {
+            for ((caller, callee), same_dc) in edges {
+                let (from, to) = if upward { (callee, caller) } else { (caller, callee) };
+                if *from != service {
+                    continue;
+                }
+                let next = (to.clone(), if *same_dc { dc.clone() } else { None });
+                if seen.insert(next.clone()) {
+                    work.push(next);
+                }
+            }
+        }
+        self.instances
+            .values()
+            .filter(|info| {
+                seen.contains(&(info.service.clone(), None))
+                    || seen.contains(&(info.service.clone(), Some(info.dc.clone())))
+            })
+            .map(|info| info.name.clone())
+            .collect()
+    }
+
+    /// The evidence an incident explains ([`Scope`]): a datacenter or link degradation names
+    /// every instance of its datacenters, a host's saturation every instance of the host.
+    fn scope(&self, verdict: &Verdict, edges: &ServiceEdges) -> Scope {
+        let named: BTreeSet<String> = if matches!(verdict.kind.as_str(), "dc_degradation" | "link_degradation") {
+            self.instances
+                .values()
+                .filter(|info| verdict.dcs.contains(&info.dc))
+                .map(|info| info.name.clone())
+                .collect()
+        } else if verdict.kind == "host_saturation" {
+            self.instances
+                .values()
+                .filter(|info| verdict.hosts.contains(&info.host))
+                .map(|info| info.name.clone())
+                .collect()
         } else {
-            assessment.verdict = self.open.clone();
+            verdict.instances.iter().cloned().collect()
+        };
+        let infos: Vec<&InstanceInfo> = named.iter().filter_map(|name| self.instances.get(name)).collect();
+        Scope {
+            upstream: self.reach(&infos, edges, true),
+            downstream: self.reach(&infos, edges, false),
+            load: verdict.kind == "retry_storm",
+            named,
         }
     }
 
@@ -679,10 +1001,18 @@ impl Detector {
     /// lasted (a warm deploy).
     fn kind(&self, anomalies: &[Anomaly], candidates: &[Candidate]) -> Option<String> {
         let leader = candidates.first()?;
+        if let Some((one, other)) = self.degraded_link(anomalies) {
+            if leader.dc == one || leader.dc == other {
+                return Some("link_degradation".to_string());
+            }
+        }
         if let Some(dc) = self.degraded_dc(anomalies) {
             if dc == leader.dc {
                 return Some("dc_degradation".to_string());
             }
+        }
+        if self.co_located(anomalies, candidates).len() >= 2 {
+            return Some("host_saturation".to_string());
         }
         let own: Vec<&Anomaly> = anomalies.iter().filter(|a| a.instance == leader.instance).collect();
         let has = |class: Class| own.iter().any(|a| a.class == class && a.peer.is_none());
@@ -727,6 +1057,102 @@ impl Detector {
         Some(kind.to_string())
     }
 
+    /// The leader's host's instances that suffer on their own, the leader first, when they
+    /// belong to at least two services: one host starving every instance placed on it (CPU
+    /// steal, memory pressure), not one service's fault. What counts is slowness, failure or
+    /// loss (latency, errors, availability), never load (traffic, saturation: a surge upstream
+    /// keeps its callees busy). The leader must show it (its own or its callers' towards it);
+    /// another instance on the host counts when its own strongest such anomaly is at least
+    /// twice the strongest of any instance of its service in its datacenter: a caller that
+    /// suffers like its siblings suffers from what they all call. Empty otherwise.
+    fn co_located(&self, anomalies: &[Anomaly], candidates: &[Candidate]) -> Vec<String> {
+        let Some(leader) = candidates.first() else {
+            return Vec::new();
+        };
+        let trouble =
+            |anomaly: &&Anomaly| matches!(anomaly.class, Class::Latency | Class::Errors | Class::Availability);
+        let leader_troubled = anomalies.iter().filter(trouble).any(|a| {
+            (a.peer.is_none() && a.instance == leader.instance) || a.peer.as_deref() == Some(leader.instance.as_str())
+        });
+        if !leader_troubled {
+            return Vec::new();
+        }
+        let mut strongest: BTreeMap<&str, f64> = BTreeMap::new();
+        for anomaly in anomalies.iter().filter(trouble).filter(|a| a.peer.is_none()) {
+            let entry = strongest.entry(anomaly.instance.as_str()).or_default();
+            *entry = entry.max(anomaly.score);
+        }
+        let own = |name: &str| strongest.get(name).copied().unwrap_or(0.0);
+        let stands_out = |candidate: &Candidate| {
+            let siblings = self
+                .instances
+                .values()
+                .filter(|other| {
+                    other.service == candidate.service && other.dc == candidate.dc && other.name != candidate.instance
+                })
+                .map(|other| own(&other.name))
+                .fold(0.0, f64::max);
+            own(&candidate.instance) > 0.0 && own(&candidate.instance) >= 2.0 * siblings
+        };
+        let mut on_host = vec![leader];
+        on_host.extend(
+            candidates
+                .iter()
+                .skip(1)
+                .filter(|c| c.host == leader.host && stands_out(c)),
+        );
+        let services: BTreeSet<&str> = on_host.iter().map(|c| c.service.as_str()).collect();
+        if services.len() >= 2 {
+            on_host.iter().map(|c| c.instance.clone()).collect()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Two datacenters whose calls to each other slowed or failed in both directions (each
+    /// way two or more callers towards two or more instances) while no third datacenter's
+    /// calls into either did: the link between them, not either datacenter, is degraded.
+    /// Sorted; `None` with fewer than three datacenters (a whole datacenter degraded looks
+    /// the same from the only other one).
+    fn degraded_link(&self, anomalies: &[Anomaly]) -> Option<(String, String)> {
+        let mut calls: BTreeMap<(&str, &str), CallersAndCallees<'_>> = BTreeMap::new();
+        for anomaly in anomalies {
+            let Some(peer) = &anomaly.peer else { continue };
+            if !matches!(anomaly.class, Class::Latency | Class::Errors) {
+                continue;
+            }
+            let (Some(caller), Some(callee)) = (self.instances.get(&anomaly.instance), self.instances.get(peer)) else {
+                continue;
+            };
+            if caller.dc != callee.dc {
+                let entry = calls.entry((caller.dc.as_str(), callee.dc.as_str())).or_default();
+                entry.0.insert(caller.name.as_str());
+                entry.1.insert(callee.name.as_str());
+            }
+        }
+        let dcs: BTreeSet<&str> = self.instances.values().map(|info| info.dc.as_str()).collect();
+        if dcs.len() < 3 {
+            return None;
+        }
+        let degraded = |from: &str, to: &str| {
+            calls
+                .get(&(from, to))
+                .is_some_and(|(callers, callees)| callers.len() >= 2 && callees.len() >= 2)
+        };
+        for &one in &dcs {
+            for &other in dcs.iter().filter(|&&other| other > one) {
+                let third_sees = dcs
+                    .iter()
+                    .filter(|&&third| third != one && third != other)
+                    .any(|&third| degraded(third, one) || degraded(third, other));
+                if degraded(one, other) && degraded(other, one) && !third_sees {
+                    return Some((one.to_string(), other.to_string()));
+                }
+            }
+        }
+        None
+    }
+
     /// A datacenter whose calls from other datacenters slowed or failed towards two or more
     /// of its instances while its own instances' calls outwards did too.
     fn degraded_dc(&self, anomalies: &[Anomaly]) -> Option<String> {
@@ -756,10 +1182,26 @@ impl Detector {
             .map(|(dc, _)| dc.to_string())
     }
 
-    fn verdict(&self, assessment: &Assessment, kind: String) -> Verdict {
-        let candidates = &assessment.candidates;
+    /// The verdict of `kind` on `anomalies` and their `candidates` (the leader first, at least
+    /// one), judged at `time_ms`; `previous` is the incident's verdict before this round, if
+    /// it is open.
+    fn verdict(
+        &self,
+        anomalies: &[Anomaly],
+        candidates: &[Candidate],
+        time_ms: i64,
+        kind: String,
+        previous: Option<&Verdict>,
+    ) -> Verdict {
         let leader = &candidates[0];
         let top: f64 = candidates.iter().take(3).map(|c| c.score).sum();
+        let link = if kind == "link_degradation" {
+            self.degraded_link(anomalies).or_else(|| {
+                previous.and_then(|previous| Some((previous.dcs.first()?.clone(), previous.dcs.get(1)?.clone())))
+            })
+        } else {
+            None
+        };
         let (service, instances) = if kind == "dc_degradation" {
             let in_dc: Vec<String> = candidates
                 .iter()
@@ -767,14 +1209,34 @@ impl Detector {
                 .map(|c| c.instance.clone())
                 .collect();
             ("network".to_string(), in_dc)
+        } else if let Some((one, other)) = &link {
+            let at_either_end: Vec<String> = candidates
+                .iter()
+                .filter(|c| &c.dc == one || &c.dc == other)
+                .map(|c| c.instance.clone())
+                .collect();
+            ("network".to_string(), at_either_end)
+        } else if kind == "host_saturation" {
+            // Every strong candidate on the leader's host, and what the incident named there
+            // while it is still a candidate.
+            let mut on_host = self.co_located(anomalies, candidates);
+            if on_host.is_empty() {
+                on_host.push(leader.instance.clone());
+            }
+            for name in previous.map_or(&[][..], |previous| &previous.instances[..]) {
+                let there = candidates.iter().any(|c| &c.instance == name && c.host == leader.host);
+                if there && !on_host.contains(name) {
+                    on_host.push(name.clone());
+                }
+            }
+            ("host".to_string(), on_host)
         } else if kind == "cold_start" {
             // A deploy restarts several instances: name every restarted instance of the
             // leader's service that is a candidate, and only those. A restart's own evidence
             // fades before its slowness does, so an open cold start keeps naming the
             // instances it named while they are still candidates; it never names nobody.
             let named_before = |instance: &str| {
-                self.open
-                    .as_ref()
+                previous
                     .is_some_and(|open| open.kind == "cold_start" && open.instances.iter().any(|name| name == instance))
             };
             let mut restarted: Vec<String> = candidates
@@ -782,8 +1244,7 @@ impl Detector {
                 .filter(|c| {
                     c.service == leader.service
                         && (named_before(&c.instance)
-                            || assessment
-                                .anomalies
+                            || anomalies
                                 .iter()
                                 .any(|a| a.instance == c.instance && a.class == Class::Restart))
                 })
@@ -794,7 +1255,22 @@ impl Detector {
             }
             (leader.service.clone(), restarted)
         } else {
-            (leader.service.clone(), vec![leader.instance.clone()])
+            // An incident of one kind across several instances of one service (a retry storm
+            // at every API instance of a datacenter, two nodes lost together) keeps naming the
+            // siblings it named while they are candidates.
+            let mut named = vec![leader.instance.clone()];
+            for name in previous
+                .filter(|previous| previous.kind == kind)
+                .map_or(&[][..], |p| &p.instances[..])
+            {
+                let sibling = candidates
+                    .iter()
+                    .any(|c| &c.instance == name && c.service == leader.service && c.dc == leader.dc);
+                if sibling && !named.contains(name) {
+                    named.push(name.clone());
+                }
+            }
+            (leader.service.clone(), named)
         };
         let mut hosts: Vec<String> = Vec::new();
         for instance in &instances {
@@ -804,16 +1280,31 @@ impl Detector {
                 }
             }
         }
-        let relevant: Vec<Anomaly> = assessment
-            .anomalies
+        let relevant: Vec<Anomaly> = anomalies
             .iter()
             .filter(|a| a.instance == leader.instance || a.peer.as_deref() == Some(leader.instance.as_str()))
             .take(12)
             .cloned()
             .collect();
+        let dcs = match &link {
+            Some((one, other)) => vec![one.clone(), other.clone()],
+            None => {
+                let mut dcs: Vec<String> = instances
+                    .iter()
+                    .filter_map(|name| self.instances.get(name))
+                    .map(|info| info.dc.clone())
+                    .collect();
+                dcs.push(leader.dc.clone());
+                dcs.sort();
+                dcs.dedup();
+                dcs
+            }
+        };
         Verdict {
+            id: format!("{time_ms}-{}", instances.first().map_or("", String::as_str)),
             kind,
             dc: leader.dc.clone(),
+            dcs,
             hosts,
             service,
             instances,
@@ -826,22 +1317,29 @@ impl Detector {
             },
             candidates: candidates.iter().take(5).cloned().collect(),
             evidence: relevant,
-            onset_ms: candidates
-                .iter()
-                .take(1)
-                .map(|c| c.onset_ms)
-                .min()
-                .unwrap_or(assessment.time_ms),
-            opened_ms: assessment.time_ms,
+            onset_ms: candidates.iter().take(1).map(|c| c.onset_ms).min().unwrap_or(time_ms),
+            opened_ms: time_ms,
         }
+    }
+}
+
+/// Whether the first two of `candidates` (best first) have the same score, to a relative
+/// 1e-9: the first leads by its name alone.
+fn tied(candidates: &[Candidate]) -> bool {
+    match candidates {
+        [first, second, ..] => (first.score - second.score).abs() <= 1e-9 * first.score.abs().max(1.0),
+        _ => false,
     }
 }
 
 /// Whether an open verdict of kind `open` is renamed `new` while its instance still leads:
 /// only a vaguer kind (`slow_node`, `unknown`) gives way to a lost node (`node_hang`,
-/// `node_loss`); every other rename waits for a new verdict.
+/// `node_loss`), and one instance's trouble (`slow_node`, `pool_exhaustion`, `unknown`) to its
+/// host's (`host_saturation`, once other services' instances on the host suffer too); every
+/// other rename waits for a new verdict.
 fn sharpens(open: &str, new: &str) -> bool {
-    matches!(open, "slow_node" | "unknown") && matches!(new, "node_hang" | "node_loss")
+    (matches!(open, "slow_node" | "unknown") && matches!(new, "node_hang" | "node_loss"))
+        || (matches!(open, "slow_node" | "pool_exhaustion" | "unknown") && new == "host_saturation")
 }
 
 #[cfg(test)]
@@ -876,11 +1374,21 @@ mod tests {
             time_ms: 10_000,
             anomalies,
             candidates,
-            verdict: None,
-            opened: false,
-            resolved: false,
+            incidents: Vec::new(),
+            opened: Vec::new(),
+            resolved: Vec::new(),
             held: detector.behind,
+            tie_broken_by_name: false,
         }
+    }
+
+    /// The instances each open incident names after `assessment`, oldest first.
+    fn named(assessment: &Assessment) -> Vec<Vec<String>> {
+        assessment
+            .incidents
+            .iter()
+            .map(|verdict| verdict.instances.clone())
+            .collect()
     }
 
     fn detector() -> Detector {
@@ -969,16 +1477,7 @@ mod tests {
         let candidates = detector.rank(&anomalies);
         assert_eq!(candidates[0].instance, "r2");
         assert!(candidates.len() >= 3, "{candidates:?}");
-        let assessment = Assessment {
-            time_ms: 10_000,
-            anomalies,
-            candidates: candidates.clone(),
-            verdict: None,
-            opened: false,
-            resolved: false,
-            held: false,
-        };
-        let verdict = detector.verdict(&assessment, "slow_node".to_string());
+        let verdict = detector.verdict(&anomalies, &candidates, 10_000, "slow_node".to_string(), None);
         assert_eq!(verdict.instances, ["r2"]);
         assert_eq!(verdict.hosts, ["h5"]);
         let mut expected = vec!["h5".to_string()];
@@ -995,22 +1494,20 @@ mod tests {
     /// slowness is not) keeps naming the restarted instances, and never names nobody.
     #[test]
     fn a_cold_start_keeps_naming_its_instances_after_the_restart_evidence_fades() {
-        let mut detector = detector();
+        let detector = detector();
         let slow = |instance: &str| anomaly(instance, Class::Latency, None, 0);
         let restarted = |instance: &str| anomaly(instance, Class::Restart, None, 0);
-        let assessment = |anomalies: Vec<Anomaly>, detector: &Detector| ranked(detector, anomalies);
-        let first = assessment(
-            vec![slow("b1"), slow("b2"), restarted("b1"), restarted("b2")],
-            &detector,
-        );
-        let verdict = detector.verdict(&first, "cold_start".to_string());
+        let judged = |anomalies: Vec<Anomaly>, previous: Option<&Verdict>| {
+            let candidates = detector.rank(&anomalies);
+            detector.verdict(&anomalies, &candidates, 10_000, "cold_start".to_string(), previous)
+        };
+        let verdict = judged(vec![slow("b1"), slow("b2"), restarted("b1"), restarted("b2")], None);
         let mut named = verdict.instances.clone();
         named.sort();
         assert_eq!(named, ["b1", "b2"]);
-        detector.open = Some(verdict);
         // Rounds later: still slow, no restart anomaly any more.
-        let later = assessment(vec![slow("b1"), slow("b2")], &detector);
-        let verdict = detector.verdict(&later, "cold_start".to_string());
+        let later = || vec![slow("b1"), slow("b2")];
+        let verdict = judged(later(), Some(&verdict));
         let mut named = verdict.instances.clone();
         named.sort();
         assert_eq!(named, ["b1", "b2"], "{verdict:?}");
@@ -1018,8 +1515,7 @@ mod tests {
         hosts.sort();
         assert_eq!(hosts, ["h1", "h2"]);
         // Without an open verdict to go on, the leader is named rather than nobody.
-        detector.open = None;
-        let verdict = detector.verdict(&later, "cold_start".to_string());
+        let verdict = judged(later(), None);
         assert_eq!(verdict.instances.len(), 1, "{verdict:?}");
         assert_eq!(verdict.hosts.len(), 1, "{verdict:?}");
     }
@@ -1042,31 +1538,218 @@ mod tests {
         };
         // On time, the same evidence opens in its second round (confirm_rounds = 2).
         let mut on_time = self::detector();
-        assert!(round(&mut on_time, "r2").verdict.is_none());
-        assert!(round(&mut on_time, "r2").opened);
+        assert!(round(&mut on_time, "r2").incidents.is_empty());
+        assert_eq!(round(&mut on_time, "r2").opened.len(), 1);
 
         detector.set_behind(true);
         for _ in 0..4 {
             let held = round(&mut detector, "r2");
-            assert!(held.held && held.verdict.is_none() && !held.opened, "{held:?}");
-        }
-        detector.set_behind(false);
-        let opened = round(&mut detector, "r2");
-        assert!(opened.opened && !opened.held, "{opened:?}");
-        assert_eq!(opened.verdict.as_ref().unwrap().instances, ["r2"]);
-
-        // Behind again, r1's evidence (strong enough to take over once r2's is gone) waits.
-        detector.set_behind(true);
-        for _ in 0..3 {
-            let held = round(&mut detector, "r1");
-            assert_eq!(
-                held.verdict.as_ref().map(|v| v.instances.clone()),
-                Some(vec!["r2".to_string()])
+            assert!(
+                held.held && held.incidents.is_empty() && held.opened.is_empty(),
+                "{held:?}"
             );
         }
         detector.set_behind(false);
+        let opened = round(&mut detector, "r2");
+        assert!(opened.opened.len() == 1 && !opened.held, "{opened:?}");
+        assert_eq!(named(&opened), [["r2"]]);
+        let id = opened.incidents[0].id.clone();
+
+        // Behind again, r1's evidence (a sibling of r2, strong enough to take the incident
+        // over once r2's is gone) waits.
+        detector.set_behind(true);
+        for _ in 0..3 {
+            let held = round(&mut detector, "r1");
+            assert_eq!(named(&held), [["r2"]], "{held:?}");
+        }
+        detector.set_behind(false);
         let taken = round(&mut detector, "r1");
-        assert_eq!(taken.verdict.as_ref().unwrap().instances, ["r1"], "{taken:?}");
+        assert_eq!(named(&taken), [["r1"]], "{taken:?}");
+        // Taken over, not a second incident: the same id, nothing opened.
+        assert_eq!(taken.incidents[0].id, id);
+        assert!(taken.opened.is_empty(), "{taken:?}");
+    }
+
+    /// A second fault while the first is open opens an incident of its own in the time a lone
+    /// fault takes; the callers' own symptoms, explained by the open incidents, open nothing;
+    /// the first resolves on its own while the second stays open.
+    #[test]
+    fn a_second_fault_opens_its_own_incident_and_each_resolves_on_its_own() {
+        let mut detector = detector();
+        let towards = |target: &str, class: Class| {
+            ["b1", "b2", "b3"]
+                .into_iter()
+                .map(|caller| anomaly(caller, class, Some(target), 0))
+                .collect::<Vec<_>>()
+        };
+        // The callers' own saturation: shared by every backend, a consequence.
+        let busy = || {
+            ["b1", "b2", "b3"]
+                .into_iter()
+                .map(|caller| anomaly(caller, Class::Saturation, None, 0))
+                .collect::<Vec<_>>()
+        };
+        let round = |detector: &mut Detector, anomalies: Vec<Anomaly>| {
+            let mut assessment = ranked(detector, anomalies);
+            detector.lifecycle(&mut assessment);
+            assessment
+        };
+        let first = || [towards("r2", Class::Latency), towards("r2", Class::Errors), busy()].concat();
+        assert!(round(&mut detector, first()).incidents.is_empty());
+        let opened = round(&mut detector, first());
+        assert_eq!(named(&opened), [["r2"]]);
+        let r2 = opened.incidents[0].id.clone();
+        // r1 fails too, r2 still does: two rounds later, a second incident; r2's stays.
+        let both = || [first(), towards("r1", Class::Saturation)].concat();
+        let waiting = round(&mut detector, both());
+        assert_eq!(named(&waiting), [["r2"]], "{waiting:?}");
+        let second = round(&mut detector, both());
+        assert_eq!(named(&second), [vec!["r2"], vec!["r1"]], "{second:?}");
+        assert_eq!(second.opened.len(), 1);
+        assert_eq!(second.opened_incidents().next().unwrap().instances, ["r1"]);
+        assert_eq!(second.incidents[0].id, r2);
+        assert_eq!(second.incidents[1].hosts, ["h4"]);
+        // r2 recovers: its incident resolves after `resolve_rounds` quiet rounds, r1's stays.
+        let only_r1 = || [towards("r1", Class::Saturation), busy()].concat();
+        for _ in 1..Settings::default().resolve_rounds {
+            let round = round(&mut detector, only_r1());
+            assert_eq!(named(&round), [vec!["r2"], vec!["r1"]], "{round:?}");
+        }
+        let resolved = round(&mut detector, only_r1());
+        assert_eq!(named(&resolved), [["r1"]], "{resolved:?}");
+        assert_eq!(resolved.resolved.len(), 1);
+        assert_eq!(resolved.resolved[0].id, r2);
+    }
+
+    /// Backends (3 per datacenter) calling Redis nodes (2 per datacenter) in 3 datacenters,
+    /// and one database per datacenter on the second Redis node's host.
+    fn three_datacenters() -> Detector {
+        let mut detector = Detector::new(
+            Vec::new(),
+            vec![
+                Dependency {
+                    caller: "backend".into(),
+                    callee: "redis".into(),
+                    same_dc: false,
+                },
+                Dependency {
+                    caller: "backend".into(),
+                    callee: "db".into(),
+                    same_dc: true,
+                },
+            ],
+            10_000,
+            Settings::default(),
+        );
+        for dc in 1..=3 {
+            for n in 1..=3 {
+                let name = format!("b{dc}{n}");
+                detector.observe(
+                    0,
+                    &info(&name, &format!("dc-{dc}"), &format!("h{dc}{n}"), "backend"),
+                    Vec::new(),
+                );
+            }
+            for n in 1..=2 {
+                let name = format!("r{dc}{n}");
+                detector.observe(
+                    0,
+                    &info(&name, &format!("dc-{dc}"), &format!("h{dc}{}", n + 3), "redis"),
+                    Vec::new(),
+                );
+            }
+            detector.observe(
+                0,
+                &info(&format!("d{dc}"), &format!("dc-{dc}"), &format!("h{dc}5"), "db"),
+                Vec::new(),
+            );
+        }
+        detector
+    }
+
+    /// Calls between dc-1 and dc-2 slow both ways while dc-3's calls into both stay fine: the
+    /// link, naming both datacenters. dc-3's callers slow too: dc-2 as a whole.
+    #[test]
+    fn a_link_is_told_from_a_datacenter_by_a_third_datacenters_calls() {
+        let detector = three_datacenters();
+        let slow = |caller: &str, node: &str| anomaly(caller, Class::Latency, Some(node), 0);
+        let mut between = Vec::new();
+        for caller in ["b11", "b12", "b13"] {
+            between.push(slow(caller, "r21"));
+            between.push(slow(caller, "r22"));
+        }
+        for caller in ["b21", "b22", "b23"] {
+            between.push(slow(caller, "r11"));
+            between.push(slow(caller, "r12"));
+        }
+        assert_eq!(detector.degraded_link(&between), Some(("dc-1".into(), "dc-2".into())));
+        let candidates = detector.rank(&between);
+        assert_eq!(
+            detector.kind(&between, &candidates).as_deref(),
+            Some("link_degradation")
+        );
+        let verdict = detector.verdict(&between, &candidates, 10_000, "link_degradation".into(), None);
+        assert_eq!(verdict.dcs, ["dc-1", "dc-2"]);
+        assert_eq!(verdict.service, "network");
+        assert!(verdict
+            .instances
+            .iter()
+            .all(|name| name.starts_with("r1") || name.starts_with("r2")));
+        // dc-3's callers see dc-2 slow too: not a link any more.
+        let mut whole = between.clone();
+        for caller in ["b31", "b32"] {
+            whole.push(slow(caller, "r21"));
+            whole.push(slow(caller, "r22"));
+        }
+        assert_eq!(detector.degraded_link(&whole), None);
+    }
+
+    /// A Redis node and the database on one host both slow: the host. The callers of the
+    /// database in its datacenter, all slow alike, are not evidence against the host; load
+    /// (saturation) never is.
+    #[test]
+    fn a_host_is_named_when_instances_of_two_services_on_it_suffer_more_than_their_siblings() {
+        // r22 and d2 share host h25; a media instance is placed there too.
+        let mut detector = three_datacenters();
+        detector.observe(0, &info("m25", "dc-2", "h25", "media"), Vec::new());
+        let slow_node = |caller: &str| anomaly(caller, Class::Latency, Some("r22"), 0);
+        let own = |instance: &str, class: Class, score: f64| Anomaly {
+            score,
+            ..anomaly(instance, class, None, 0)
+        };
+        let mut anomalies: Vec<Anomaly> = ["b11", "b21", "b31"].into_iter().map(slow_node).collect();
+        anomalies.push(own("m25", Class::Latency, 30.0));
+        let candidates = detector.rank(&anomalies);
+        assert_eq!(candidates[0].instance, "r22");
+        assert_eq!(detector.co_located(&anomalies, &candidates), ["r22", "m25"]);
+        assert_eq!(
+            detector.kind(&anomalies, &candidates).as_deref(),
+            Some("host_saturation")
+        );
+        let verdict = detector.verdict(&anomalies, &candidates, 10_000, "host_saturation".into(), None);
+        assert_eq!(
+            (verdict.service.as_str(), verdict.hosts.as_slice()),
+            ("host", &["h25".to_string()][..])
+        );
+        // The media instance busy, not slow: load, not the host.
+        let mut busy = anomalies.clone();
+        busy.retain(|a| a.instance != "m25");
+        busy.push(own("m25", Class::Saturation, 30.0));
+        let candidates = detector.rank(&busy);
+        assert!(detector.co_located(&busy, &candidates).is_empty());
+        // A backend on the same host (b24) slow like every other dc-2 backend: it suffers
+        // from what they all call, not from the host. Slow alone, it stands out.
+        detector.observe(0, &info("b24", "dc-2", "h25", "backend"), Vec::new());
+        let mut callers: Vec<Anomaly> = ["b11", "b21", "b31"].into_iter().map(slow_node).collect();
+        callers.push(own("b24", Class::Latency, 30.0));
+        let candidates = detector.rank(&callers);
+        assert_eq!(detector.co_located(&callers, &candidates), ["r22", "b24"]);
+        for backend in ["b21", "b22", "b23"] {
+            callers.push(own(backend, Class::Latency, 30.0));
+        }
+        let candidates = detector.rank(&callers);
+        assert_eq!(candidates[0].instance, "r22");
+        assert!(detector.co_located(&callers, &candidates).is_empty(), "{candidates:?}");
     }
 
     /// A hung cache node's callers wait before its own exporter's scrape times out: the
@@ -1084,7 +1767,11 @@ mod tests {
         let round = |detector: &mut Detector, anomalies: Vec<Anomaly>| {
             let mut assessment = ranked(detector, anomalies);
             detector.lifecycle(&mut assessment);
-            assessment.verdict.map(|verdict| (verdict.instances, verdict.kind))
+            assert!(assessment.incidents.len() <= 1, "{assessment:?}");
+            assessment
+                .incidents
+                .first()
+                .map(|verdict| (verdict.instances.clone(), verdict.kind.clone()))
         };
         let callers = || vec![waiting("b1"), waiting("b2"), waiting("b3")];
         assert_eq!(round(&mut detector, callers()), None);

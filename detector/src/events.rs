@@ -21,32 +21,45 @@ pub struct VerdictEvent {
     pub verdict: Verdict,
 }
 
-/// Turns assessments, round after round, into verdict events.
+/// Turns assessments, round after round, into verdict events, incident by incident (by
+/// [`Verdict::id`]).
 #[derive(Debug, Clone, Default)]
 pub struct VerdictTracker {
-    open: Option<Verdict>,
+    open: Vec<Verdict>,
 }
 
 impl VerdictTracker {
-    /// The event `assessment` brings, if any, and remembers its verdict as the open one.
-    pub fn track(&mut self, assessment: &Assessment) -> Option<VerdictEvent> {
-        let event = match (&self.open, &assessment.verdict, assessment.resolved) {
-            (_, Some(verdict), _) if assessment.opened => Some(("opened", verdict.clone())),
-            (Some(before), Some(verdict), _) if changed(before, verdict) => Some(("updated", verdict.clone())),
-            (Some(before), None, true) => Some(("resolved", before.clone())),
-            _ => None,
-        };
-        self.open = assessment.verdict.clone();
-        event.map(|(state, verdict)| VerdictEvent {
-            time_ms: assessment.time_ms,
-            state: state.to_string(),
-            verdict,
-        })
+    /// The events `assessment` brings (`opened` and `updated` in the order of its incidents,
+    /// then `resolved`), and remembers its incidents as the open ones.
+    pub fn track(&mut self, assessment: &Assessment) -> Vec<VerdictEvent> {
+        let mut events = Vec::new();
+        for verdict in &assessment.incidents {
+            let before = self.open.iter().find(|before| before.id == verdict.id);
+            if assessment.opened.contains(&verdict.id) {
+                events.push(("opened", verdict.clone()));
+            } else if before.is_some_and(|before| changed(before, verdict)) {
+                events.push(("updated", verdict.clone()));
+            }
+        }
+        for verdict in &assessment.resolved {
+            if let Some(before) = self.open.iter().find(|before| before.id == verdict.id) {
+                events.push(("resolved", before.clone()));
+            }
+        }
+        self.open = assessment.incidents.clone();
+        events
+            .into_iter()
+            .map(|(state, verdict)| VerdictEvent {
+                time_ms: assessment.time_ms,
+                state: state.to_string(),
+                verdict,
+            })
+            .collect()
     }
 
-    /// The verdict open after the last round tracked.
-    pub fn open(&self) -> Option<&Verdict> {
-        self.open.as_ref()
+    /// The incidents open after the last round tracked, oldest first.
+    pub fn open(&self) -> &[Verdict] {
+        &self.open
     }
 }
 
@@ -56,14 +69,10 @@ fn changed(before: &Verdict, now: &Verdict) -> bool {
 }
 
 impl Verdict {
-    /// Id of a verdict: when it opened and what it first named, `<opened ms>-<instance>`
-    /// (the `verdicts.id` column and Alertmanager's `verdict_id` annotation).
+    /// Id of the incident ([`Verdict::id`](struct@Verdict)): when it opened and what it first
+    /// named, `<opened ms>-<instance>`.
     pub fn id(&self) -> String {
-        format!(
-            "{}-{}",
-            self.opened_ms,
-            self.instances.first().map_or("", String::as_str)
-        )
+        self.id.clone()
     }
 
     /// One line: what, where, how sure, since when
@@ -144,6 +153,70 @@ mod tests {
     use crate::engine::Anomaly;
     use crate::rules::Class;
 
+    fn verdict(id: &str, host: &str) -> Verdict {
+        Verdict {
+            id: id.into(),
+            kind: "node_loss".into(),
+            dc: "dc-1".into(),
+            dcs: vec!["dc-1".into()],
+            hosts: vec![host.into()],
+            service: "redis".into(),
+            instances: vec![id.into()],
+            confidence: 0.9,
+            candidates: Vec::new(),
+            evidence: Vec::new(),
+            onset_ms: 0,
+            opened_ms: 0,
+        }
+    }
+
+    fn assessment(time_ms: i64, incidents: Vec<Verdict>, opened: &[&str], resolved: Vec<Verdict>) -> Assessment {
+        Assessment {
+            time_ms,
+            anomalies: Vec::new(),
+            candidates: Vec::new(),
+            incidents,
+            opened: opened.iter().map(|id| id.to_string()).collect(),
+            resolved,
+            held: false,
+            tie_broken_by_name: false,
+        }
+    }
+
+    /// Each incident has its own events: two opened in one round, one updated when its
+    /// answer changes while the other stays silent, one resolved as it was last open.
+    #[test]
+    fn every_incident_has_its_own_events() {
+        let states = |events: Vec<VerdictEvent>| -> Vec<(String, String, String)> {
+            events
+                .into_iter()
+                .map(|event| (event.state, event.verdict.id.clone(), event.verdict.hosts[0].clone()))
+                .collect()
+        };
+        let owned = |rows: &[(&str, &str, &str)]| -> Vec<(String, String, String)> {
+            rows.iter()
+                .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+                .collect()
+        };
+        let mut tracker = VerdictTracker::default();
+        let both = vec![verdict("a", "h1"), verdict("b", "h2")];
+        assert_eq!(
+            states(tracker.track(&assessment(1, both.clone(), &["a", "b"], Vec::new()))),
+            owned(&[("opened", "a", "h1"), ("opened", "b", "h2")])
+        );
+        assert!(tracker.track(&assessment(2, both, &[], Vec::new())).is_empty());
+        let moved = vec![verdict("a", "h1"), verdict("b", "h3")];
+        assert_eq!(
+            states(tracker.track(&assessment(3, moved, &[], Vec::new()))),
+            owned(&[("updated", "b", "h3")])
+        );
+        // `a` resolves as it was last open (h1), even if the round reports it otherwise.
+        let events = tracker.track(&assessment(4, vec![verdict("b", "h3")], &[], vec![verdict("a", "h9")]));
+        assert_eq!(states(events), owned(&[("resolved", "a", "h1")]));
+        assert_eq!(tracker.open().len(), 1);
+        assert_eq!(tracker.open()[0].id, "b");
+    }
+
     #[test]
     fn the_one_line_counts_its_evidence_in_good_english() {
         let anomaly = Anomaly {
@@ -156,8 +229,10 @@ mod tests {
             rounds: 1,
         };
         let mut verdict = Verdict {
+            id: "2000-redis-2-1".into(),
             kind: "node_loss".into(),
             dc: "dc-2".into(),
+            dcs: vec!["dc-2".into()],
             hosts: vec!["dc-2-host-3".into()],
             service: "redis".into(),
             instances: vec!["redis-2-1".into()],

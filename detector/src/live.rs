@@ -96,10 +96,11 @@ pub struct Round {
     pub time_ms: i64,
     /// Anomalies in their first round, as `anomalies` rows.
     pub new_anomalies: Vec<AnomalyRow>,
-    /// The verdict open after this round.
-    pub open: Option<Verdict>,
-    /// The verdict event of this round, if the answer changed.
-    pub event: Option<VerdictEvent>,
+    /// Every incident open after this round, oldest first.
+    pub open: Vec<Verdict>,
+    /// The verdict events of this round (an incident opened, its answer changed, or it
+    /// resolved), in the order [`crate::VerdictTracker::track`] gives.
+    pub events: Vec<VerdictEvent>,
     /// The instance dependency graph the detector reasons over.
     pub graph: GraphDocument,
     /// How late this round started against its schedule (wall clock).
@@ -198,8 +199,8 @@ pub async fn run(
                 let mut round = Round {
                     time_ms: assessment.time_ms,
                     new_anomalies: new_anomaly_rows(&assessment, instances),
-                    event: tracker.track(&assessment),
-                    open: assessment.verdict.clone(),
+                    events: tracker.track(&assessment),
+                    open: assessment.incidents.clone(),
                     graph: graph_document(instances, detector.dependencies(), &detector.peer_edges()),
                     lag,
                     duration: Duration::ZERO,
@@ -276,8 +277,8 @@ mod tests {
         let round = |lag_ms: u64, held_by_ms: Option<u64>| Round {
             time_ms: 0,
             new_anomalies: Vec::new(),
-            open: None,
-            event: None,
+            open: Vec::new(),
+            events: Vec::new(),
             graph: graph_document(&BTreeMap::new(), &[], &Default::default()),
             lag: Duration::from_millis(lag_ms),
             duration: Duration::ZERO,

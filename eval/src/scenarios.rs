@@ -1,13 +1,14 @@
 //! Scenario scoring: runs scenarios through the detector headless and faster than real time
 //! (every scrape round renders each simulated exporter and parses it, as a scrape would), and
-//! scores the first verdict after the onset against the ground truth (host and datacenter
-//! AC@1, AC@3, Avg@5, time to detect, false verdicts) beside two reference rankings from the
-//! literature (robust z-score as in BARO/N-Sigma, personalized PageRank as in MicroRCA).
+//! scores every ground-truth row against its own incident (host and datacenter AC@1, AC@3,
+//! Avg@5, time to detect, kind right, datacenter set exactly right) and counts the incidents
+//! that answer no fault (false verdicts), beside two reference rankings from the literature
+//! (robust z-score as in BARO/N-Sigma, personalized PageRank as in MicroRCA).
 
 use std::collections::BTreeMap;
 
 use epicenter_collector::exposition::{parse, FormatChoice, ParseOptions, Validation};
-use epicenter_detector::engine::{Assessment, Dependency, Detector, InstanceInfo, Settings};
+use epicenter_detector::engine::{Assessment, Dependency, Detector, InstanceInfo, Settings, Verdict};
 use epicenter_detector::reference;
 use epicenter_detector::rules::Rule;
 use epicenter_detector::score::{ac_at, avg_at_5, dedup};
@@ -82,8 +83,34 @@ pub struct VerdictSummary {
     pub kind: String,
     /// Datacenter named.
     pub dc: String,
+    /// Every datacenter named, sorted (both ends of a link).
+    pub dcs: Vec<String>,
     /// Hosts, most likely first (at most 3).
     pub hosts: Vec<String>,
+}
+
+/// How one ground-truth row (one fault) was answered: by the incident matched to it
+/// ([`evaluate`] says how), or not at all.
+#[derive(Debug, Clone, Serialize)]
+pub struct IncidentScore {
+    /// Index of the ground-truth row in [`ScenarioResult::truth`].
+    pub truth: usize,
+    /// The matched incident's verdict as it first stood after the onset.
+    pub verdict: Option<VerdictSummary>,
+    /// The detector's scores on that verdict (all zero without one).
+    pub epicenter: Scores,
+    /// The robust z-score reference's scores, on the anomalies of the round the incident
+    /// opened (or three intervals after the onset without one).
+    pub robust_z: Scores,
+    /// The personalized PageRank reference's scores, on the same round's anomalies.
+    pub pagerank: Scores,
+    /// Fault onset → the first round the incident named a faulty host first, in scrape
+    /// intervals; `None` when it never did.
+    pub intervals_to_detect: Option<f64>,
+    /// Whether the verdict's kind is the detector's name for the fault ([`kind_matches`]).
+    pub kind_right: bool,
+    /// Whether the datacenters the verdict names ([`Verdict::dcs`]) are exactly the fault's.
+    pub dcs_right: bool,
 }
 
 /// One scenario's result.
@@ -93,20 +120,37 @@ pub struct ScenarioResult {
     pub scenario: String,
     /// Its ground truth: every fault that started.
     pub truth: Vec<Truth>,
-    /// The first verdict after the onset.
-    pub verdict: Option<VerdictSummary>,
-    /// The detector's scores (its first verdict after the onset).
-    pub epicenter: Scores,
-    /// The robust z-score reference's scores, on the same round's anomalies.
-    pub robust_z: Scores,
-    /// The personalized PageRank reference's scores, on the same round's anomalies.
-    pub pagerank: Scores,
-    /// Fault onset → first correct verdict, in scrape intervals.
-    pub intervals_to_detect: Option<f64>,
-    /// Verdicts opened that name no faulty host (any verdict in a scenario without faults).
+    /// One score per ground-truth row, in the same order.
+    pub incidents: Vec<IncidentScore>,
+    /// Incidents opened that answer no fault (every incident in a scenario without faults).
     pub false_verdicts: usize,
+    /// Every incident opened: its confidence when it opened, and whether it was right (it
+    /// answers a fault, names one of its hosts first and has the right kind). What the
+    /// reliability table and the Brier score are computed from ([`Calibration`]).
+    pub confidences: Vec<(f64, bool)>,
+    /// Simulated time, seconds.
+    pub simulated_seconds: f64,
     /// The scenario's scrape interval, seconds.
     pub scrape_interval_seconds: f64,
+}
+
+/// Whether a verdict of kind `verdict` names a fault of kind `truth` (the simulator's fault
+/// kinds, docs/scenarios.md, "Faults"): the same name, except that a slow database shows as
+/// its callers' `pool_exhaustion`, and a session loss as the `mailbox_overload` it causes at
+/// the datacenter's voice-state supervisor (the table's good verdict).
+pub fn kind_matches(truth: &str, verdict: &str) -> bool {
+    match truth {
+        "slow_database" => verdict == "pool_exhaustion",
+        "session_loss" => matches!(verdict, "session_loss" | "mailbox_overload"),
+        _ => truth == verdict,
+    }
+}
+
+/// One incident as the rounds saw it: the round it opened and its verdict every round it was
+/// open, in order.
+struct Seen {
+    opened_ms: i64,
+    states: Vec<(i64, Verdict)>,
 }
 
 /// Runs one scenario through the detector, start to end, and scores it. `trace` receives a
@@ -184,14 +228,19 @@ pub fn evaluate(scenario: &Scenario, rules: Vec<Rule>, mut trace: Option<&mut dy
                 })
                 .collect();
             trace(format!(
-                "  +{:>5}s leaders [{}] verdict {} | {}",
+                "  +{:>5}s leaders [{}] incidents {} | {}",
                 fleet.second(),
                 leaders.join(", "),
-                assessment.verdict.as_ref().map_or("-".to_string(), |v| format!(
-                    "{} {}",
-                    v.kind,
-                    v.hosts.first().cloned().unwrap_or_default()
-                )),
+                if assessment.incidents.is_empty() {
+                    "-".to_string()
+                } else {
+                    assessment
+                        .incidents
+                        .iter()
+                        .map(|v| format!("{} {}", v.kind, v.hosts.first().cloned().unwrap_or_default()))
+                        .collect::<Vec<_>>()
+                        .join(" + ")
+                },
                 anomalies.join(" ")
             ));
         }
@@ -199,110 +248,209 @@ pub fn evaluate(scenario: &Scenario, rules: Vec<Rule>, mut trace: Option<&mut dy
     }
     let info_map: BTreeMap<String, InstanceInfo> = detector.instances().clone();
     let interval_ms = interval as f64 * 1000.0;
-    let Some(first_truth) = truth.first() else {
-        let false_verdicts = assessments.iter().filter(|a| a.opened).count();
-        return ScenarioResult {
-            scenario: scenario.name.clone(),
-            truth,
+    let mut seen: Vec<Seen> = Vec::new();
+    for assessment in &assessments {
+        for verdict in &assessment.incidents {
+            match seen.iter_mut().find(|incident| incident.states[0].1.id == verdict.id) {
+                Some(incident) => incident.states.push((assessment.time_ms, verdict.clone())),
+                None => seen.push(Seen {
+                    opened_ms: assessment.time_ms,
+                    states: vec![(assessment.time_ms, verdict.clone())],
+                }),
+            }
+        }
+    }
+    // Each fault, in onset order, gets the first unmatched incident opened at or after its
+    // onset that ever named one of its hosts first; failing that, the first unmatched one
+    // opened within ten intervals of the onset (a wrong answer, scored as such).
+    let mut order: Vec<usize> = (0..truth.len()).collect();
+    order.sort_by_key(|&index| truth[index].onset_ms);
+    let mut used = vec![false; seen.len()];
+    let mut right = vec![false; seen.len()];
+    let mut scored: Vec<Option<IncidentScore>> = vec![None; truth.len()];
+    for index in order {
+        let fault = &truth[index];
+        let names_fault = |verdict: &Verdict| verdict.hosts.first().is_some_and(|host| fault.hosts.contains(host));
+        let after = |incident: &Seen| incident.opened_ms >= fault.onset_ms;
+        let matched = (0..seen.len())
+            .find(|&i| !used[i] && after(&seen[i]) && seen[i].states.iter().any(|(_, v)| names_fault(v)))
+            .or_else(|| {
+                (0..seen.len()).find(|&i| {
+                    !used[i] && after(&seen[i]) && seen[i].opened_ms <= fault.onset_ms + 10 * interval_ms as i64
+                })
+            });
+        if let Some(i) = matched {
+            used[i] = true;
+            let verdict = &seen[i].states[0].1;
+            right[i] = names_fault(verdict) && kind_matches(&fault.kind, &verdict.kind);
+        }
+        let incident = matched.map(|i| &seen[i]);
+        // The reference rankings see the anomalies of the round the incident opened (or,
+        // without one, three intervals after the onset).
+        let at = incident.map_or(fault.onset_ms + 3 * interval as i64 * 1000, |incident| {
+            incident.opened_ms
+        });
+        let anomalies = assessments
+            .iter()
+            .find(|a| a.time_ms >= at)
+            .map(|a| a.anomalies.clone())
+            .unwrap_or_default();
+        let baro = reference::robust_z(&anomalies);
+        let walk = reference::pagerank(&anomalies, &info_map, detector.dependencies());
+        let mut result = IncidentScore {
+            truth: index,
             verdict: None,
             epicenter: Scores::default(),
-            robust_z: Scores::default(),
-            pagerank: Scores::default(),
+            robust_z: scores(&baro, &info_map, fault),
+            pagerank: scores(&walk, &info_map, fault),
             intervals_to_detect: None,
-            false_verdicts,
-            scrape_interval_seconds: interval as f64,
+            kind_right: false,
+            dcs_right: false,
         };
-    };
-    let onset = first_truth.onset_ms;
-    let first_verdict = assessments
-        .iter()
-        .find(|a| a.time_ms >= onset && a.verdict.is_some())
-        .and_then(|a| a.verdict.clone().map(|verdict| (a, verdict)));
-    let correct = assessments.iter().find(|a| {
-        a.time_ms >= onset
-            && a.verdict
-                .as_ref()
-                .and_then(|verdict| verdict.hosts.first())
-                .is_some_and(|host| first_truth.hosts.contains(host))
-    });
-    let false_verdicts = assessments
-        .iter()
-        .filter(|a| a.opened)
-        .filter(|a| {
-            a.verdict
-                .as_ref()
-                .and_then(|verdict| verdict.hosts.first())
-                .is_none_or(|host| !first_truth.hosts.contains(host))
-        })
-        .count();
-    // The reference rankings see the anomalies of the round our first verdict came in (or,
-    // without one, three intervals after the onset).
-    let at = first_verdict
-        .as_ref()
-        .map_or(onset + 3 * interval as i64 * 1000, |(assessment, _)| assessment.time_ms);
-    let anomalies = assessments
-        .iter()
-        .find(|a| a.time_ms >= at)
-        .map(|a| a.anomalies.clone())
-        .unwrap_or_default();
-    let baro = reference::robust_z(&anomalies);
-    let walk = reference::pagerank(&anomalies, &info_map, detector.dependencies());
-    let (epicenter, verdict) = match &first_verdict {
-        Some((_, verdict)) => {
-            let dcs = dedup(verdict.candidates.iter().map(|c| c.dc.clone()));
-            let dcs = if verdict.kind == "dc_degradation" {
-                vec![verdict.dc.clone()]
+        if let Some(incident) = incident {
+            let verdict = &incident.states[0].1;
+            // Ranked datacenters for AC@k: what a network verdict names, else its candidates'.
+            let dcs = if matches!(verdict.kind.as_str(), "dc_degradation" | "link_degradation") {
+                verdict.dcs.clone()
             } else {
-                dcs
+                dedup(verdict.candidates.iter().map(|c| c.dc.clone()))
             };
-            (
-                scores_of(&verdict.ranked_hosts(), &dcs, first_truth),
-                Some(VerdictSummary {
-                    kind: verdict.kind.clone(),
-                    dc: verdict.dc.clone(),
-                    hosts: verdict.ranked_hosts().into_iter().take(3).collect(),
-                }),
-            )
+            let named_dcs = verdict.dcs.clone();
+            result.epicenter = scores_of(&verdict.ranked_hosts(), &dcs, fault);
+            result.kind_right = kind_matches(&fault.kind, &verdict.kind);
+            result.dcs_right = named_dcs == fault.dcs;
+            result.intervals_to_detect = incident
+                .states
+                .iter()
+                .find(|(_, verdict)| names_fault(verdict))
+                .map(|(time_ms, _)| ((*time_ms - fault.onset_ms) as f64 / interval_ms).max(0.0));
+            result.verdict = Some(VerdictSummary {
+                kind: verdict.kind.clone(),
+                dc: verdict.dc.clone(),
+                dcs: verdict.dcs.clone(),
+                hosts: verdict.ranked_hosts().into_iter().take(3).collect(),
+            });
         }
-        None => (Scores::default(), None),
-    };
+        scored[index] = Some(result);
+    }
     ScenarioResult {
         scenario: scenario.name.clone(),
         truth: truth.clone(),
-        verdict,
-        epicenter,
-        robust_z: scores(&baro, &info_map, first_truth),
-        pagerank: scores(&walk, &info_map, first_truth),
-        intervals_to_detect: correct.map(|a| ((a.time_ms - onset) as f64 / interval_ms).max(0.0)),
-        false_verdicts,
+        incidents: scored.into_iter().flatten().collect(),
+        false_verdicts: used.iter().filter(|used| !**used).count(),
+        confidences: seen
+            .iter()
+            .zip(&right)
+            .map(|(incident, right)| (incident.states[0].1.confidence, *right))
+            .collect(),
+        simulated_seconds: end as f64,
         scrape_interval_seconds: interval as f64,
     }
 }
 
-/// Means over the scenarios with faults; median time to detect; false verdicts summed.
+/// How well confidence predicts being right, over a set of incidents: the Brier score
+/// (mean squared difference between the confidence and 1 for a right incident, 0 for a wrong
+/// one; lower is better, 0.25 is what a constant 0.5 scores) and a reliability table (Murphy
+/// and Winkler 1977; DeGroot and Fienberg 1983): the incidents binned by confidence in tenths,
+/// each bin's mean confidence beside the share that was right.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Calibration {
+    /// Incidents scored.
+    pub verdicts: usize,
+    /// Brier score, 0..1 (`None` without incidents).
+    pub brier: Option<f64>,
+    /// Bins with at least one incident, lowest confidence first.
+    pub bins: Vec<ReliabilityBin>,
+}
+
+/// One bin of a reliability table.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ReliabilityBin {
+    /// Lower bound of the bin's confidence (inclusive), a tenth.
+    pub from: f64,
+    /// Upper bound (exclusive, except 1.0 in the last bin).
+    pub to: f64,
+    /// Incidents in the bin.
+    pub verdicts: usize,
+    /// Their mean confidence.
+    pub mean_confidence: f64,
+    /// The share of them that was right.
+    pub observed: f64,
+}
+
+/// The calibration of `confidences` ((confidence, right) per incident).
+pub fn calibration(confidences: &[(f64, bool)]) -> Calibration {
+    let outcome = |right: bool| if right { 1.0 } else { 0.0 };
+    let brier = (!confidences.is_empty()).then(|| {
+        confidences
+            .iter()
+            .map(|&(p, right)| (p - outcome(right)).powi(2))
+            .sum::<f64>()
+            / confidences.len() as f64
+    });
+    let mut bins = Vec::new();
+    for tenth in 0..10 {
+        let (from, to) = (f64::from(tenth) / 10.0, f64::from(tenth + 1) / 10.0);
+        let inside: Vec<&(f64, bool)> = confidences
+            .iter()
+            .filter(|(p, _)| *p >= from && (*p < to || (tenth == 9 && *p <= 1.0)))
+            .collect();
+        if inside.is_empty() {
+            continue;
+        }
+        let n = inside.len() as f64;
+        bins.push(ReliabilityBin {
+            from,
+            to,
+            verdicts: inside.len(),
+            mean_confidence: inside.iter().map(|(p, _)| p).sum::<f64>() / n,
+            observed: inside.iter().map(|(_, right)| outcome(*right)).sum::<f64>() / n,
+        });
+    }
+    Calibration {
+        verdicts: confidences.len(),
+        brier,
+        bins,
+    }
+}
+
+/// Means over every fault of every scenario (one incident each); median time to detect;
+/// false verdicts summed and per simulated day.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
-    /// Scenarios with at least one fault (the means are over these).
+    /// Scenarios with at least one fault.
     pub scenarios_with_faults: usize,
+    /// Faults scored (ground-truth rows; the means are over these).
+    pub faults: usize,
     /// The detector's mean scores.
     pub epicenter: Scores,
     /// The robust z-score reference's mean scores.
     pub robust_z: Scores,
     /// The personalized PageRank reference's mean scores.
     pub pagerank: Scores,
+    /// Share of faults whose incident has the right kind ([`kind_matches`]).
+    pub kind_accuracy: f64,
+    /// Share of faults whose incident names exactly the fault's datacenters.
+    pub dc_set_accuracy: f64,
     /// Median time to detect, scrape intervals (a missed fault counts as infinite; `None`
     /// when the median is a miss).
     pub median_intervals_to_detect: Option<f64>,
+    /// The slowest detection, scrape intervals (`None` when a fault was missed).
+    pub max_intervals_to_detect: Option<f64>,
     /// False verdicts over every scenario.
     pub false_verdicts: usize,
+    /// False verdicts per simulated day, over every scenario's simulated time.
+    pub false_verdicts_per_day: f64,
+    /// How well the incidents' confidence predicted being right.
+    pub calibration: Calibration,
 }
 
 /// The overall figures of a set of results.
 pub fn summarize(results: &[ScenarioResult]) -> Summary {
-    let faulty: Vec<&ScenarioResult> = results.iter().filter(|r| !r.truth.is_empty()).collect();
-    let mean = |pick: &dyn Fn(&ScenarioResult) -> &Scores| -> Scores {
-        let n = faulty.len().max(1) as f64;
-        let sum = |f: &dyn Fn(&Scores) -> f64| faulty.iter().map(|r| f(pick(r))).sum::<f64>() / n;
+    let faults: Vec<&IncidentScore> = results.iter().flat_map(|r| &r.incidents).collect();
+    let n = faults.len().max(1) as f64;
+    let mean = |pick: &dyn Fn(&IncidentScore) -> &Scores| -> Scores {
+        let sum = |f: &dyn Fn(&Scores) -> f64| faults.iter().map(|r| f(pick(r))).sum::<f64>() / n;
         Scores {
             host_ac1: sum(&|s| s.host_ac1),
             host_ac3: sum(&|s| s.host_ac3),
@@ -311,7 +459,7 @@ pub fn summarize(results: &[ScenarioResult]) -> Summary {
             dc_ac3: sum(&|s| s.dc_ac3),
         }
     };
-    let mut detect: Vec<f64> = faulty
+    let mut detect: Vec<f64> = faults
         .iter()
         .map(|r| r.intervals_to_detect.unwrap_or(f64::INFINITY))
         .collect();
@@ -327,12 +475,62 @@ pub fn summarize(results: &[ScenarioResult]) -> Summary {
         };
         value.is_finite().then_some(value)
     };
+    let false_verdicts: usize = results.iter().map(|r| r.false_verdicts).sum();
+    let days = results.iter().map(|r| r.simulated_seconds).sum::<f64>() / 86_400.0;
     Summary {
-        scenarios_with_faults: faulty.len(),
+        scenarios_with_faults: results.iter().filter(|r| !r.truth.is_empty()).count(),
+        faults: faults.len(),
         epicenter: mean(&|r| &r.epicenter),
         robust_z: mean(&|r| &r.robust_z),
         pagerank: mean(&|r| &r.pagerank),
+        kind_accuracy: faults.iter().filter(|r| r.kind_right).count() as f64 / n,
+        dc_set_accuracy: faults.iter().filter(|r| r.dcs_right).count() as f64 / n,
         median_intervals_to_detect: median,
-        false_verdicts: results.iter().map(|r| r.false_verdicts).sum(),
+        max_intervals_to_detect: detect.last().copied().filter(|value| value.is_finite()),
+        false_verdicts,
+        false_verdicts_per_day: if days > 0.0 { false_verdicts as f64 / days } else { 0.0 },
+        calibration: calibration(
+            &results
+                .iter()
+                .flat_map(|r| r.confidences.iter().copied())
+                .collect::<Vec<_>>(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Brier score and the reliability table, against values worked by hand.
+    #[test]
+    fn calibration_bins_by_tenths_and_scores_squared_errors() {
+        let table = calibration(&[(0.95, true), (0.85, true), (0.85, false), (0.15, false), (1.0, true)]);
+        // (0.05² + 0.15² + 0.85² + 0.15² + 0²) / 5
+        let brier = (0.0025 + 0.0225 + 0.7225 + 0.0225) / 5.0;
+        assert!((table.brier.unwrap() - brier).abs() < 1e-12, "{table:?}");
+        assert_eq!(table.verdicts, 5);
+        let bins: Vec<(f64, usize, f64, f64)> = table
+            .bins
+            .iter()
+            .map(|bin| (bin.from, bin.verdicts, bin.mean_confidence, bin.observed))
+            .collect();
+        assert_eq!(bins.len(), 3, "{bins:?}");
+        assert_eq!((bins[0].0, bins[0].1, bins[0].3), (0.1, 1, 0.0));
+        assert!((bins[0].2 - 0.15).abs() < 1e-12);
+        assert_eq!((bins[1].0, bins[1].1, bins[1].3), (0.8, 2, 0.5));
+        // 0.95 and 1.0 share the last bin.
+        assert_eq!((bins[2].0, bins[2].1, bins[2].3), (0.9, 2, 1.0));
+        assert!((bins[2].2 - 0.975).abs() < 1e-12);
+        assert_eq!(calibration(&[]).brier, None);
+    }
+
+    #[test]
+    fn kinds_match_by_the_scenario_docs() {
+        assert!(kind_matches("slow_database", "pool_exhaustion"));
+        assert!(kind_matches("session_loss", "mailbox_overload"));
+        assert!(kind_matches("node_loss", "node_loss"));
+        assert!(!kind_matches("node_loss", "node_hang"));
+        assert!(!kind_matches("slow_database", "slow_node"));
     }
 }

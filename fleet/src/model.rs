@@ -22,6 +22,8 @@
 //! Randomness comes from one ChaCha8 generator seeded by the scenario, drawn in a fixed order,
 //! so the same seed gives the same samples.
 
+use std::collections::BTreeMap;
+
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -183,8 +185,11 @@ pub struct Fleet {
     gateway: Vec<(usize, Gateway)>,
     voice: Vec<(usize, Voice)>,
     media: Vec<(usize, Media)>,
-    /// Degraded datacenters: (datacenter number, extra seconds per call, fraction lost).
-    degraded: Vec<(usize, f64, f64)>,
+    /// Degraded datacenters and links: (datacenter number, the other end's number for a link
+    /// or `None` for the whole datacenter, extra seconds per call, fraction lost).
+    degraded: Vec<(usize, Option<usize>, f64, f64)>,
+    /// Starved hosts: host name → extra seconds per operation of every instance on it.
+    starved: BTreeMap<String, f64>,
     /// Which nodes the clients' ring holds (their topology view).
     ring_view: Vec<bool>,
     shares: Vec<f64>,
@@ -317,6 +322,7 @@ impl Fleet {
             voice,
             media,
             degraded: Vec::new(),
+            starved: BTreeMap::new(),
             ring_view,
             shares,
             pending_refresh: None,
@@ -382,7 +388,7 @@ impl Fleet {
             let dc = dc_number(&self.instances[index].dc);
             let (edge_latency, edge_loss) = self.degradation(dc, dc);
             let error = (dc_error[dc] / dc_backends[dc].max(1.0) + edge_loss).min(1.0);
-            let latency = dc_latency[dc] / dc_backends[dc].max(1.0) + 0.002 + edge_latency;
+            let latency = dc_latency[dc] / dc_backends[dc].max(1.0) + 0.002 + edge_latency + self.steal(index);
             let noise = 1.0 + 0.03 * self.normal();
             let base = fleet_rate / api_count * noise;
             let storm = self.api[slot].1.storm;
@@ -428,7 +434,7 @@ impl Fleet {
         let redis_state: Vec<(bool, f64)> = self
             .redis
             .iter()
-            .map(|(_, redis)| (redis.alive, redis.extra_latency))
+            .map(|(index, redis)| (redis.alive, redis.extra_latency + self.steal(*index)))
             .collect();
         let mut node_commands = vec![0.0; self.redis.len()];
         let mut node_created = vec![0.0; self.redis.len()];
@@ -441,7 +447,12 @@ impl Fleet {
         let db_by_dc: Vec<(usize, f64)> = self
             .db
             .iter()
-            .map(|(index, db)| (dc_number(&self.instances[*index].dc), db.extra_latency))
+            .map(|(index, db)| {
+                (
+                    dc_number(&self.instances[*index].dc),
+                    db.extra_latency + self.steal(*index),
+                )
+            })
             .collect();
         let mut db_active = vec![0.0; self.db.len()];
         let mut db_commits = vec![0.0; self.db.len()];
@@ -450,6 +461,7 @@ impl Fleet {
             let dc = dc_number(&self.instances[index].dc);
             let edges: Vec<(f64, f64)> = node_dcs.iter().map(|&node_dc| self.degradation(dc, node_dc)).collect();
             let (db_edge_latency, db_edge_loss) = self.degradation(dc, dc);
+            let steal = self.steal(index);
             let noise = 1.0 + 0.03 * self.normal();
             let gc_draw = self.rng.random::<f64>();
             let rate = dc_offered[dc] / dc_backends[dc].max(1.0) * noise;
@@ -535,7 +547,7 @@ impl Fleet {
             }
             let db_fail_share = (db_fail + db_edge_loss).min(1.0);
             let error = 1.0 - (-commands * fail_share - shape.db.queries_per_request * db_fail_share).exp();
-            let work = BACKEND_WORK_SECONDS * (1.0 + 12.0 * warm);
+            let work = BACKEND_WORK_SECONDS * (1.0 + 12.0 * warm) + steal;
             let latency = work + commands * redis_time + shape.db.queries_per_request * (query_hold + db_wait) + 0.001;
             let concurrency = rate * latency;
             let rejected = if concurrency > threads {
@@ -666,14 +678,22 @@ impl Fleet {
     }
 
     /// Extra seconds and loss fraction on a call from datacenter `from` to `to` while a
-    /// degradation touches either end.
+    /// datacenter degradation touches either end, or a link degradation joins the two.
     fn degradation(&self, from: usize, to: usize) -> (f64, f64) {
         self.degraded
             .iter()
-            .filter(|(dc, _, _)| *dc == from || *dc == to)
-            .fold((0.0, 0.0), |(latency, loss), (_, extra, lost)| {
+            .filter(|(dc, peer, _, _)| match peer {
+                None => *dc == from || *dc == to,
+                Some(peer) => (*dc == from && *peer == to) || (*dc == to && *peer == from),
+            })
+            .fold((0.0, 0.0), |(latency, loss), (_, _, extra, lost)| {
                 (latency + extra, (loss + lost).min(1.0))
             })
+    }
+
+    /// Extra seconds per operation of the instance at `index`: its host's CPU steal.
+    fn steal(&self, index: usize) -> f64 {
+        self.starved.get(&self.instances[index].host).copied().unwrap_or(0.0)
     }
 
     fn normal(&mut self) -> f64 {
@@ -694,19 +714,35 @@ impl Fleet {
             if !starting && !ending {
                 continue;
             }
-            if fault.kind == FaultKind::DcDegradation {
+            if matches!(fault.kind, FaultKind::DcDegradation | FaultKind::LinkDegradation) {
                 let dc = fault.select.dc.as_deref().map_or(0, dc_number);
+                let peer = fault.peer_dc.as_deref().map(dc_number);
                 if starting {
-                    self.degraded
-                        .push((dc, fault.latency_seconds.unwrap_or(0.03), fault.loss.unwrap_or(0.02)));
+                    self.degraded.push((
+                        dc,
+                        peer,
+                        fault.latency_seconds.unwrap_or(0.03),
+                        fault.loss.unwrap_or(0.02),
+                    ));
                 } else {
-                    self.degraded.retain(|(degraded, _, _)| *degraded != dc);
+                    self.degraded
+                        .retain(|(degraded, other, _, _)| (*degraded, *other) != (dc, peer));
+                }
+                continue;
+            }
+            if fault.kind == FaultKind::HostSaturation {
+                if let Some(host) = &fault.select.host {
+                    if starting {
+                        self.starved.insert(host.clone(), fault.latency_seconds.unwrap_or(0.02));
+                    } else {
+                        self.starved.remove(host);
+                    }
                 }
                 continue;
             }
             for index in self.select(fault) {
                 match fault.kind {
-                    FaultKind::DcDegradation => {}
+                    FaultKind::DcDegradation | FaultKind::LinkDegradation | FaultKind::HostSaturation => {}
                     FaultKind::SessionLoss => {
                         if !starting {
                             continue;

@@ -378,6 +378,10 @@ pub struct Fault {
     /// `session_loss`: fraction of the datacenter's sessions dropped. Default 0.17.
     #[serde(default)]
     pub fraction: Option<f64>,
+    /// `link_degradation`: the datacenter at the other end of the link (`select.dc` is one
+    /// end).
+    #[serde(default)]
+    pub peer_dc: Option<String>,
 }
 
 /// A planned operation: not a fault, so not in the ground truth (a good detector stays
@@ -432,6 +436,15 @@ pub enum FaultKind {
     /// Every call into or out of a datacenter is slower (`latency_seconds`, default 0.03)
     /// and some fail (`loss`): a datacenter-wide network degradation. Selects a datacenter.
     DcDegradation,
+    /// Calls between two datacenters (`select.dc` and `peer_dc`), in either direction, are
+    /// slower (`latency_seconds`, default 0.03) and some fail (`loss`, default 0.02): a
+    /// degraded link between them. Calls within either and to a third datacenter are untouched.
+    LinkDegradation,
+    /// Every instance on one host (`select.host`) is starved of CPU, as under steal from a
+    /// noisy neighbour: each operation it serves (an API request, a backend request's own
+    /// work, a Redis command, a database query) takes `latency_seconds` longer (default
+    /// 0.02). The BEAM services on the host are not slowed.
+    HostSaturation,
 }
 
 impl FaultKind {
@@ -444,19 +457,23 @@ impl FaultKind {
             FaultKind::SlowDatabase => "slow_database",
             FaultKind::RetryStorm => "retry_storm",
             FaultKind::DcDegradation => "dc_degradation",
+            FaultKind::LinkDegradation => "link_degradation",
+            FaultKind::HostSaturation => "host_saturation",
             FaultKind::SessionLoss => "session_loss",
         }
     }
 
-    /// The service the fault applies to; `network` for a datacenter-wide fault, which
-    /// selects every instance of the datacenter.
+    /// The service the fault applies to; `network` for a datacenter-wide or link fault, which
+    /// selects every instance of the datacenter, and `host` for a host fault, which selects
+    /// every instance of the host.
     pub fn service(self) -> &'static str {
         match self {
             FaultKind::NodeLoss | FaultKind::SlowNode => "redis",
             FaultKind::ColdStart => "backend",
             FaultKind::SlowDatabase => "db",
             FaultKind::RetryStorm => "api",
-            FaultKind::DcDegradation => "network",
+            FaultKind::DcDegradation | FaultKind::LinkDegradation => "network",
+            FaultKind::HostSaturation => "host",
             FaultKind::SessionLoss => "gateway",
         }
     }
@@ -486,14 +503,14 @@ pub struct Selector {
 
 impl Selector {
     /// Indices into `instances` this selector picks, of `default_service` unless it names
-    /// one (`network`: any service), at most `count` of them.
+    /// one (`network` or `host`: any service), at most `count` of them.
     pub fn pick(&self, instances: &[Instance], default_service: &str) -> Vec<usize> {
         let service = self.service.as_deref().unwrap_or(default_service);
         let mut picked: Vec<usize> = instances
             .iter()
             .enumerate()
             .filter(|(_, instance)| {
-                (service == "network" || instance.service.name() == service)
+                (matches!(service, "network" | "host") || instance.service.name() == service)
                     && self.dc.as_ref().is_none_or(|dc| &instance.dc == dc)
                     && self.host.as_ref().is_none_or(|host| &instance.host == host)
                     && self.instance.as_ref().is_none_or(|name| &instance.name == name)
@@ -717,8 +734,37 @@ impl Scenario {
                     "dc_degradation needs the datacenter it degrades".into(),
                 );
             }
+            if fault.kind == FaultKind::LinkDegradation {
+                let ends = (fault.select.dc.as_deref(), fault.peer_dc.as_deref());
+                let (Some(one), Some(other)) = ends else {
+                    return fail(
+                        &format!("faults[{index}].peer_dc"),
+                        "link_degradation needs both ends: select.dc and peer_dc".into(),
+                    );
+                };
+                if one == other {
+                    return fail(
+                        &format!("faults[{index}].peer_dc"),
+                        format!("is {other}, the same datacenter as select.dc: a link joins two"),
+                    );
+                }
+            } else if fault.peer_dc.is_some() {
+                return fail(
+                    &format!("faults[{index}].peer_dc"),
+                    format!("applies to link_degradation only, not {}", fault.kind.name()),
+                );
+            }
+            if fault.kind == FaultKind::HostSaturation && fault.select.host.is_none() {
+                return fail(
+                    &format!("faults[{index}].select.host"),
+                    "host_saturation needs the host it starves".into(),
+                );
+            }
             if let Some(service) = &fault.select.service {
-                if fault.kind != FaultKind::DcDegradation && service != fault.kind.service() {
+                if fault.kind.service() != "network"
+                    && fault.kind.service() != "host"
+                    && service != fault.kind.service()
+                {
                     return fail(
                         &format!("faults[{index}].select.service"),
                         format!(

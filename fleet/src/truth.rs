@@ -10,7 +10,7 @@ use crate::model::Fleet;
 pub struct Truth {
     /// Scenario name.
     pub scenario: String,
-    /// Fault kind (`node_loss`, `slow_node`, `cold_start`).
+    /// Fault kind (`node_loss`, `slow_node`, `cold_start`, …, [`crate::scenario::FaultKind::name`]).
     pub kind: String,
     /// Service of the faulty instances.
     pub service: String,
@@ -48,6 +48,18 @@ pub fn ground_truth(fleet: &Fleet) -> Vec<Truth> {
                         })
                         .map(|(index, _)| index),
                 );
+            }
+            // A link names both of its datacenters, every instance of each.
+            if fault.kind == crate::scenario::FaultKind::LinkDegradation {
+                if let Some(peer) = &fault.peer_dc {
+                    picked.extend(
+                        instances
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, instance)| &instance.dc == peer)
+                            .map(|(index, _)| index),
+                    );
+                }
             }
             let mut dcs: Vec<String> = picked.iter().map(|&index| instances[index].dc.clone()).collect();
             let mut hosts: Vec<String> = picked.iter().map(|&index| instances[index].host.clone()).collect();

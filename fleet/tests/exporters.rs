@@ -265,6 +265,24 @@ fn scenario_mistakes_name_their_path() {
         nothing.starts_with("faults[0].select: selects no redis instance"),
         "{nothing}"
     );
+    // A link needs both of its ends, and two different ones; a host fault needs its host.
+    let error = |yaml: &str| Scenario::from_yaml(yaml).unwrap_err().to_string();
+    assert_eq!(
+        error("name: x\nfaults:\n  - {kind: link_degradation, select: {dc: dc-1}, at: 1m}\n"),
+        "faults[0].peer_dc: link_degradation needs both ends: select.dc and peer_dc"
+    );
+    assert_eq!(
+        error("name: x\nfaults:\n  - {kind: link_degradation, select: {dc: dc-1}, peer_dc: dc-1, at: 1m}\n"),
+        "faults[0].peer_dc: is dc-1, the same datacenter as select.dc: a link joins two"
+    );
+    assert_eq!(
+        error("name: x\nfaults:\n  - {kind: slow_node, select: {}, peer_dc: dc-2, at: 1m}\n"),
+        "faults[0].peer_dc: applies to link_degradation only, not slow_node"
+    );
+    assert_eq!(
+        error("name: x\nfaults:\n  - {kind: host_saturation, select: {dc: dc-1}, at: 1m}\n"),
+        "faults[0].select.host: host_saturation needs the host it starves"
+    );
     let unknown_kind = Scenario::from_yaml("name: x\nfaults:\n  - {kind: meteor, select: {}, at: 1m}\n")
         .unwrap_err()
         .to_string();

@@ -434,3 +434,84 @@ fn a_healthy_fleet_with_deploys_shows_no_trouble() {
     let scrapes: BTreeSet<&str> = recording.series.keys().map(|key| key.pod.as_str()).collect();
     assert_eq!(scrapes.len(), 42);
 }
+
+/// A degraded link between dc-1 and dc-2 slows the calls between them only: the pools of
+/// dc-1's backends towards dc-2's Redis nodes (and of dc-2's towards dc-1's) hold their
+/// connections longer; calls within each datacenter and from dc-3 do not change.
+#[test]
+fn a_degraded_link_slows_only_the_calls_between_its_two_datacenters() {
+    let scenario = Scenario::from_yaml(
+        "name: link\nseed: 5\nduration: 8m\nfaults:\n  - {kind: link_degradation, select: {dc: dc-1}, peer_dc: dc-2, at: 4m, latency_seconds: 0.05, loss: 0.01}\n",
+    )
+    .unwrap();
+    let recording = record(&scenario);
+    let onset = recording.onset();
+    // (calling datacenter, node's datacenter) pairs.
+    let pair = |key: &Key| {
+        let node = label(key, "name");
+        let node_dc = node.split('-').nth(1).unwrap_or("?");
+        format!("{}->dc-{node_dc}", key.dc)
+    };
+    let metric = "commons_pool2_num_active_objects";
+    let before = recording.mean(metric, pair, onset - 180_000, onset - 1);
+    let during = recording.mean(metric, pair, onset + 20_000 - 1, onset + 200_000 - 1);
+    assert_eq!(during.len(), 9, "{during:?}");
+    for (pair, during) in &during {
+        let before = before[pair];
+        if pair == "dc-1->dc-2" || pair == "dc-2->dc-1" {
+            assert!(*during > 5.0 * before.max(0.05), "{pair}: {before} -> {during}");
+        } else {
+            assert!(*during < 1.5 * before.max(0.5), "{pair}: {before} -> {during}");
+        }
+    }
+    let truth = ground_truth(&Fleet::new(&scenario, START_MS));
+    assert_eq!(truth[0].dcs, ["dc-1", "dc-2"]);
+    assert_eq!(truth[0].service, "network");
+}
+
+/// A starved host slows what every instance on it serves: dc-2-host-4 holds redis-2-2 and
+/// db-2-1 (and backend-2-3, media-2-2), so every backend's commands to redis-2-2 take longer
+/// (Lettuce's completion time, by remote) and dc-2's pools towards db-2-1 hold their
+/// connections longer (HikariCP's usage time), while the other nodes and databases do not
+/// change. The ground truth names the host and everything on it.
+#[test]
+fn a_starved_host_slows_every_instance_on_it_and_only_those() {
+    let scenario = Scenario::from_yaml(
+        "name: host\nseed: 6\nduration: 8m\nfaults:\n  - {kind: host_saturation, select: {host: dc-2-host-4}, at: 4m, latency_seconds: 0.03}\n",
+    )
+    .unwrap();
+    let recording = record(&scenario);
+    let onset = recording.onset();
+    // Mean of a summary over a window: its `_sum` increase over its `_count` increase.
+    let mean = |family: &str, label_name: &str, from: i64, to: i64| -> BTreeMap<String, f64> {
+        let group = |key: &Key| label(key, label_name).to_string();
+        let sums = recording.increase(&format!("{family}_sum"), group, from, to);
+        let counts = recording.increase(&format!("{family}_count"), group, from, to);
+        sums.into_iter()
+            .map(|(group, sum)| (group.clone(), sum / counts[&group]))
+            .collect()
+    };
+    for (family, label_name, slowed) in [
+        ("lettuce_command_completion_seconds", "remote", "redis/redis-2-2:6379"),
+        ("hikaricp_connections_usage_seconds", "pool", "db-2-1"),
+    ] {
+        let before = mean(family, label_name, onset - 180_000, onset - 10_000);
+        let during = mean(family, label_name, onset + 20_000, onset + 200_000);
+        assert!(during.len() >= 3, "{family}: {during:?}");
+        for (group, during) in &during {
+            let before = before[group];
+            if group == slowed {
+                assert!(*during > before + 0.02, "{family} {group}: {before} -> {during}");
+            } else {
+                assert!(
+                    (during - before).abs() < 0.005,
+                    "{family} {group}: {before} -> {during}"
+                );
+            }
+        }
+    }
+    let truth = ground_truth(&Fleet::new(&scenario, START_MS));
+    assert_eq!(truth[0].hosts, ["dc-2-host-4"]);
+    assert_eq!(truth[0].service, "host");
+    assert_eq!(truth[0].instances, ["backend-2-3", "db-2-1", "media-2-2", "redis-2-2"]);
+}

@@ -466,8 +466,10 @@ mod tests {
 
     fn verdict(kind: &str, dc: &str, confidence: f64) -> Verdict {
         Verdict {
+            id: "2000-redis-2-1".into(),
             kind: kind.into(),
             dc: dc.into(),
+            dcs: vec![dc.into()],
             hosts: vec!["dc-2-host-3".into()],
             service: "redis".into(),
             instances: vec!["redis-2-1".into()],

@@ -313,11 +313,11 @@ pub(crate) fn start_epicenter_with(
     );
 }
 
-/// The open verdict at epicenter's API `api`, if any.
+/// The oldest open incident's verdict at epicenter's API `api`, if any (`data.open` lists
+/// every open incident, oldest first).
 pub(crate) fn open_verdict(api: &str) -> Option<serde_json::Value> {
     let document = get_json(api, "/api/v1/verdicts");
-    let open = &document["data"]["open"];
-    (!open.is_null()).then(|| open.clone())
+    document["data"]["open"].get(0).cloned()
 }
 
 /// Verdict events at `api` as (time ms, state, first host, kind), oldest first.

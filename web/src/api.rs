@@ -25,7 +25,7 @@ pub struct AppState {
     pub telemetry: Telemetry,
     /// Every target's health (the collector updates it).
     pub targets: Arc<TargetRegistry>,
-    /// The open verdict and the history of verdict events.
+    /// The open incidents and the history of verdict events.
     pub verdicts: Mutex<VerdictBook>,
     /// The dependency graph the detector reasons over (after its first round).
     pub graph: Mutex<Option<GraphDocument>>,
@@ -41,7 +41,7 @@ pub struct AppState {
 const HISTORY: usize = 100;
 
 impl AppState {
-    /// Publishes one round of the live detector: the open verdict and the event (kept, the
+    /// Publishes one round of the live detector: the open incidents and the events (kept, the
     /// last 100), the graph, and the detector's own metrics ([`Telemetry::observe_round`]).
     pub fn publish(&self, round: &Round) {
         if let Ok(mut slot) = self.graph.lock() {
@@ -49,11 +49,9 @@ impl AppState {
         }
         if let Ok(mut book) = self.verdicts.lock() {
             book.open = round.open.clone();
-            if let Some(event) = &round.event {
-                book.history.push(event.clone());
-                let excess = book.history.len().saturating_sub(HISTORY);
-                book.history.drain(..excess);
-            }
+            book.history.extend(round.events.iter().cloned());
+            let excess = book.history.len().saturating_sub(HISTORY);
+            book.history.drain(..excess);
         }
         self.telemetry.observe_round(round);
     }
@@ -62,8 +60,8 @@ impl AppState {
 /// What `/api/v1/verdicts` serves.
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct VerdictBook {
-    /// The open verdict, if any.
-    pub open: Option<Verdict>,
+    /// Every open incident's verdict, oldest first (empty when nothing is wrong).
+    pub open: Vec<Verdict>,
     /// Verdict events, oldest first: `opened`, `updated` (the answer changed) and
     /// `resolved`, with their time (ms since the epoch); the last 100.
     pub history: Vec<VerdictEvent>,
@@ -161,7 +159,8 @@ async fn notifiers(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     Json(serde_json::json!({"status": "success", "data": state.notifiers.status()}))
 }
 
-/// `/api/v1/verdicts`: `{"status": "success", "data": {"open": …, "history": […]}}`.
+/// `/api/v1/verdicts`: `{"status": "success", "data": {"open": [verdict, …], "history": […]}}`
+/// (every open incident, oldest first; the last 100 events).
 async fn verdicts(State(state): State<Arc<AppState>>) -> impl IntoResponse {
     let book = state
         .verdicts

@@ -390,8 +390,10 @@ mod tests {
             rounds: 2,
         };
         let verdict = Verdict {
+            id: "2000-redis-1".into(),
             kind: "node_loss".into(),
             dc: "dc-1".into(),
+            dcs: vec!["dc-1".into()],
             hosts: vec!["dc-1-host".into()],
             service: "redis".into(),
             instances: vec!["redis-1".into()],

@@ -19,7 +19,8 @@ pub struct Status {
     pub samples_failed: u64,
     /// Scrape outcomes waiting for the writer.
     pub writer_backlog: i64,
-    /// The open verdict in a few words (`node_loss of redis-2-1 on dc-2-host-3 in dc-2`).
+    /// The open incidents in a few words, oldest first, `; ` between them (`node_loss of
+    /// redis-2-1 on dc-2-host-3 in dc-2`).
     pub open_verdict: Option<String>,
 }
 
@@ -28,15 +29,20 @@ impl AppState {
     pub fn status(&self, writer: &WriterStats) -> Status {
         use std::sync::atomic::Ordering;
         let open_verdict = self.verdicts.lock().ok().and_then(|book| {
-            book.open.as_ref().map(|verdict| {
-                format!(
-                    "{} of {} on {} in {}",
-                    verdict.kind,
-                    verdict.instances.first().map_or("?", String::as_str),
-                    verdict.hosts.first().map_or("?", String::as_str),
-                    verdict.dc
-                )
-            })
+            let described: Vec<String> = book
+                .open
+                .iter()
+                .map(|verdict| {
+                    format!(
+                        "{} of {} on {} in {}",
+                        verdict.kind,
+                        verdict.instances.first().map_or("?", String::as_str),
+                        verdict.hosts.first().map_or("?", String::as_str),
+                        verdict.dc
+                    )
+                })
+                .collect();
+            (!described.is_empty()).then(|| described.join("; "))
         });
         Status {
             targets: self.targets.health(),
@@ -66,6 +72,7 @@ impl Status {
         }
         parts.push(format!("writer backlog {}", self.writer_backlog));
         parts.push(match &self.open_verdict {
+            Some(verdict) if verdict.contains("; ") => format!("open verdicts: {}", printable(verdict)),
             Some(verdict) => format!("open verdict: {}", printable(verdict)),
             None => "no open verdict".to_string(),
         });

@@ -189,7 +189,7 @@ impl Telemetry {
 
     /// Records one round of the live detector: its count, how long it took and how late it
     /// started, whether it was held, the anomalies it saw first (by class), and
-    /// `epicenter_verdict_open` for the verdict open after it.
+    /// `epicenter_verdict_open` for every incident open after it.
     pub fn observe_round(&self, round: &Round) {
         self.detector_rounds_total.inc();
         self.detector_round_duration_seconds
@@ -204,7 +204,7 @@ impl Telemetry {
                 .inc();
         }
         self.verdict_open.reset();
-        if let Some(verdict) = &round.open {
+        for verdict in &round.open {
             let host = verdict.hosts.first().map_or("", String::as_str);
             self.verdict_open
                 .with_label_values(&[

@@ -137,8 +137,10 @@ fn opened(instance: &str) -> VerdictEvent {
         time_ms: 2_000,
         state: "opened".into(),
         verdict: Verdict {
+            id: format!("2000-{instance}"),
             kind: "node_loss".into(),
             dc: "dc-2".into(),
+            dcs: vec!["dc-2".into()],
             hosts: vec!["dc-2-host-3".into()],
             service: "redis".into(),
             instances: vec![instance.into()],
@@ -349,7 +351,13 @@ async fn detector_rounds_on_a_driven_clock_are_counted() {
     }
     // The node that reports itself down is named, and the verdict is still open after the
     // last round: epicenter_verdict_open says so with its place and kind.
-    assert_eq!(last.open.map(|verdict| verdict.kind).as_deref(), Some("node_loss"));
+    assert_eq!(
+        last.open
+            .iter()
+            .map(|verdict| verdict.kind.as_str())
+            .collect::<Vec<_>>(),
+        ["node_loss"]
+    );
     let named = [
         ("dc", "dc-2"),
         ("host", "dc-2-host-3"),
