@@ -243,17 +243,31 @@ fn summary(
     } else {
         println!("\nGround truth (table ground_truth):");
         print!("{}", ask(&ground_truth_query(start_ms)));
-        match first_verdict_after(&truth[0], &opened) {
-            Some(first) => println!(
-                "\nThe detector's first verdict after the fault: {} on {} in {}, {} simulated seconds after the onset: host {}, datacenter {}.",
-                first.verdict.kind,
-                first.verdict.host,
-                first.verdict.dc,
-                first.seconds_after_onset,
-                if first.host_right { "right" } else { "WRONG" },
-                if first.dc_right { "right" } else { "WRONG" }
-            ),
-            None => println!("\nThe detector opened no verdict after the fault."),
+        for (index, fault) in truth.iter().enumerate() {
+            // With several faults, each is named with its own verdict.
+            let which = if truth.len() > 1 {
+                format!(
+                    " {} of {} ({} in {})",
+                    index + 1,
+                    truth.len(),
+                    fault.kind,
+                    fault.dcs.join(", ")
+                )
+            } else {
+                String::new()
+            };
+            match first_verdict_after(fault, &opened) {
+                Some(first) => println!(
+                    "\nThe detector's first verdict after the fault{which}: {} on {} in {}, {} simulated seconds after the onset: host {}, datacenter {}.",
+                    first.verdict.kind,
+                    first.verdict.host,
+                    first.verdict.dc,
+                    first.seconds_after_onset,
+                    if first.host_right { "right" } else { "WRONG" },
+                    if first.dc_right { "right" } else { "WRONG" }
+                ),
+                None => println!("\nThe detector opened no verdict after the fault{which}."),
+            }
         }
     }
     println!(

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use epicenter_detector::rules;
-use epicenter_eval::scenarios::{evaluate, summarize, ScenarioResult, Summary};
+use epicenter_eval::scenarios::{evaluate, summarize};
 use epicenter_fleet::scenario::{Scenario, SHIPPED};
 
 use crate::config::EXIT_CONFIG;
@@ -33,6 +33,24 @@ pub(crate) struct EvalArgs {
     /// Signal rules file instead of the shipped rules/signals/signals.yml.
     #[arg(long, value_name = "FILE")]
     rules: Option<std::path::PathBuf>,
+
+    /// Also score N random scenarios (seeds SEED … SEED+N−1): 3–4 datacenters, one fault or
+    /// two overlapping ones of every kind, mild to severe (fleet/src/random.rs). With
+    /// --random and no SCENARIO, only those are scored.
+    #[arg(long, value_name = "N")]
+    random: Option<u64>,
+
+    /// First seed of --random. Seeds below 1000000 are the calibration corpus the detector's
+    /// confidence was fitted on; the default, 1000000, starts where nothing was fitted.
+    #[arg(long, value_name = "SEED", default_value_t = 1_000_000, requires = "random")]
+    seed: u64,
+
+    /// Fit the confidence model (detector.confidence: a logistic model of being right over
+    /// the leader's share and score) on the incidents of this run and print its coefficients
+    /// and its reliability on them, after the usual report. Fit on calibration seeds
+    /// (--random N --seed 0), check on others.
+    #[arg(long)]
+    calibrate: bool,
 }
 
 /// Runs `epicenter eval`.
@@ -62,7 +80,9 @@ pub(crate) fn run(args: &EvalArgs) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let names: Vec<String> = if args.scenarios.is_empty() {
+    let names: Vec<String> = if args.scenarios.is_empty() && args.random.is_some() {
+        Vec::new()
+    } else if args.scenarios.is_empty() {
         SHIPPED.iter().map(|(name, _)| name.to_string()).collect()
     } else {
         args.scenarios.clone()
@@ -83,132 +103,77 @@ pub(crate) fn run(args: &EvalArgs) -> ExitCode {
         let trace: Option<&mut dyn FnMut(String)> = if args.trace { Some(&mut trace) } else { None };
         results.push(evaluate(&scenario, parsed_rules.clone(), trace));
     }
+    for seed in args.seed..args.seed.saturating_add(args.random.unwrap_or(0)) {
+        let scenario = match epicenter_fleet::random::scenario(seed) {
+            Ok(scenario) => scenario,
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        };
+        if !args.json && (seed - args.seed) % 25 == 0 {
+            eprintln!(
+                "eval: random scenarios {seed}… ({} of {})",
+                seed - args.seed,
+                args.random.unwrap_or(0)
+            );
+        }
+        let mut trace = |line: String| eprintln!("{line}");
+        let trace: Option<&mut dyn FnMut(String)> = if args.trace { Some(&mut trace) } else { None };
+        results.push(evaluate(&scenario, parsed_rules.clone(), trace));
+    }
     let summary = summarize(&results);
+    let fitted = if args.calibrate {
+        let points: Vec<_> = results
+            .iter()
+            .flat_map(|r| r.calibration_points.iter().copied())
+            .collect();
+        match epicenter_eval::scenarios::fit_confidence(&points) {
+            Ok(model) => {
+                let fitted: Vec<(f64, bool)> = points
+                    .iter()
+                    .map(|point| (model.probability(point.share, point.score), point.right))
+                    .collect();
+                Some((model, epicenter_eval::scenarios::calibration(&fitted)))
+            }
+            Err(error) => {
+                eprintln!("error: --calibrate: {error}");
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        }
+    } else {
+        None
+    };
     if args.json {
-        let document = serde_json::json!({"scenarios": results, "overall": summary});
+        let mut document = serde_json::json!({"scenarios": results, "overall": summary});
+        if let Some((model, calibration)) = &fitted {
+            document["fitted_confidence"] = serde_json::json!({
+                "intercept": model.intercept,
+                "share": model.share,
+                "log_score": model.log_score,
+                "calibration": calibration,
+            });
+        }
         println!("{}", serde_json::to_string_pretty(&document).unwrap_or_default());
     } else {
-        print_table(&results, &summary);
+        print!("{}", epicenter_eval::report::table(&results, &summary));
+        if let Some((model, calibration)) = &fitted {
+            println!(
+                "\nfitted confidence model: intercept {:.4}, share {:.4}, log_score {:.4}; on these incidents Brier {:.3}, reliability: {}",
+                model.intercept,
+                model.share,
+                model.log_score,
+                calibration.brier.unwrap_or(f64::NAN),
+                calibration
+                    .bins
+                    .iter()
+                    .map(|bin| format!("{:.1}-{:.1}: {}, {:.2}, {:.2}", bin.from, bin.to, bin.verdicts, bin.mean_confidence, bin.observed))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
     }
     ExitCode::SUCCESS
-}
-
-fn print_table(results: &[ScenarioResult], summary: &Summary) {
-    println!(
-        "{:<24} {:<34} {:<44} {:>5} {:>5} {:>5} {:>5} {:>5} {:>6} {:>5} | {:>11} {:>11}",
-        "scenario",
-        "ground truth",
-        "incident (kind dc: hosts)",
-        "h@1",
-        "h@3",
-        "havg5",
-        "dc@1",
-        "kind",
-        "TTD",
-        "false",
-        "robust-z h@1/3",
-        "pagerank h@1/3"
-    );
-    for result in results {
-        if result.incidents.is_empty() {
-            println!(
-                "{:<24} {:<34} {:<44} {:>5} {:>5} {:>5} {:>5} {:>5} {:>6} {:>5} |",
-                result.scenario, "none", "-", "", "", "", "", "", "", result.false_verdicts
-            );
-        }
-        // One line per fault; the scenario's false verdicts on its first.
-        for (row, incident) in result.incidents.iter().enumerate() {
-            let truth = result.truth.get(incident.truth).map_or("none".to_string(), |t| {
-                format!("{} {}: {}", t.kind, t.dcs.join(","), t.hosts.join(","))
-            });
-            let verdict = incident.verdict.as_ref().map_or("none".to_string(), |v| {
-                format!("{} {}: {}", v.kind, v.dcs.join(","), v.hosts.join(","))
-            });
-            let ttd = incident
-                .intervals_to_detect
-                .map_or("-".to_string(), |v| format!("{v:.1}"));
-            let s = &incident.epicenter;
-            let false_verdicts = if row == 0 {
-                result.false_verdicts.to_string()
-            } else {
-                String::new()
-            };
-            println!(
-                "{:<24} {:<34} {:<44} {:>5.2} {:>5.2} {:>5.2} {:>5.2} {:>5} {:>6} {:>5} | {:>5.2}/{:<5.2} {:>5.2}/{:<5.2}",
-                if row == 0 { result.scenario.as_str() } else { "" },
-                truncate(&truth, 34),
-                truncate(&verdict, 44),
-                s.host_ac1,
-                s.host_ac3,
-                s.host_avg5,
-                s.dc_ac1,
-                if incident.kind_right { "ok" } else { "wrong" },
-                ttd,
-                false_verdicts,
-                incident.robust_z.host_ac1,
-                incident.robust_z.host_ac3,
-                incident.pagerank.host_ac1,
-                incident.pagerank.host_ac3,
-            );
-        }
-    }
-    if summary.faults == 0 {
-        println!(
-            "\nno scenario with faults: false verdicts {} ({:.2} per simulated day)",
-            summary.false_verdicts, summary.false_verdicts_per_day
-        );
-        return;
-    }
-    let s = &summary.epicenter;
-    println!(
-        "\noverall ({} faults in {} scenarios, each fault scored on its own incident): epicenter host AC@1 {:.2}, AC@3 {:.2}, Avg@5 {:.2}, dc AC@1 {:.2}; kind right {:.2}; datacenters exactly right {:.2}; time to detect median {}, slowest {} scrape intervals; false verdicts {} ({:.2} per simulated day)",
-        summary.faults,
-        summary.scenarios_with_faults,
-        s.host_ac1,
-        s.host_ac3,
-        s.host_avg5,
-        s.dc_ac1,
-        summary.kind_accuracy,
-        summary.dc_set_accuracy,
-        summary.median_intervals_to_detect.map_or("-".to_string(), |v| format!("{v:.1}")),
-        summary.max_intervals_to_detect.map_or("-".to_string(), |v| format!("{v:.1}")),
-        summary.false_verdicts,
-        summary.false_verdicts_per_day,
-    );
-    let calibration = &summary.calibration;
-    if let Some(brier) = calibration.brier {
-        println!(
-            "  confidence over {} incidents: Brier score {brier:.3}; reliability (confidence bin: incidents, mean confidence, share right): {}",
-            calibration.verdicts,
-            calibration
-                .bins
-                .iter()
-                .map(|bin| format!(
-                    "{:.1}-{:.1}: {}, {:.2}, {:.2}",
-                    bin.from, bin.to, bin.verdicts, bin.mean_confidence, bin.observed
-                ))
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
-    }
-    for (name, scores) in [
-        ("robust z-score (BARO/N-Sigma style)", &summary.robust_z),
-        ("personalized PageRank (MicroRCA style)", &summary.pagerank),
-    ] {
-        println!(
-            "  reference, {name}: host AC@1 {:.2}, AC@3 {:.2}, Avg@5 {:.2}, dc AC@1 {:.2}",
-            scores.host_ac1, scores.host_ac3, scores.host_avg5, scores.dc_ac1
-        );
-    }
-}
-
-fn truncate(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        text.to_string()
-    } else {
-        let cut: String = text.chars().take(width - 1).collect();
-        format!("{cut}…")
-    }
 }
 
 fn run_dataset(dataset: &str, args: &EvalArgs) -> ExitCode {

@@ -48,7 +48,7 @@ enum Command {
     #[command(verbatim_doc_comment)]
     Run(run::RunArgs),
 
-    /// Run a simulated fleet, inject a scenario's fault, scrape it all into the embedded store.
+    /// Run a simulated fleet, inject a scenario's faults, scrape it all into the embedded store.
     ///
     /// The fleet (API tier, JVM backend, Redis nodes over 3 datacenters) serves real
     /// exporters on 127.0.0.1; the timeline shows what happens; the ground truth and the

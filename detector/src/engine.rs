@@ -116,8 +116,13 @@ pub struct Verdict {
     pub service: String,
     /// Instances named.
     pub instances: Vec<String>,
-    /// 0..1: the leader's share of the top three candidates' scores, to three decimals.
+    /// 0..1: the probability that the named root (host and kind) is right, from the
+    /// calibrated model ([`ConfidenceModel`]) over the leader's share and score, to three
+    /// decimals.
     pub confidence: f64,
+    /// 0..1: the leader's share of the top three candidates' scores, to three decimals (what
+    /// `confidence` was before it was calibrated; one of its inputs).
+    pub leader_share: f64,
     /// Ranked candidates, the leader first (at most 5).
     pub candidates: Vec<Candidate>,
     /// The anomalies behind it, strongest first (at most 12).
@@ -164,6 +169,45 @@ pub struct Settings {
     /// A counter falling by less than this fraction of its value is a glitch, not a reset
     /// ([`crate::signal::COUNTER_GLITCH`], 0.1; 0 reads every decrease as a reset).
     pub counter_glitch: f64,
+    /// How a verdict's evidence becomes its confidence.
+    pub confidence: ConfidenceModel,
+}
+
+/// A logistic model of the probability that a verdict names the right root (host and kind):
+/// `1 / (1 + e^−(intercept + share × leader_share + log_score × ln(leader score)))`, fitted by
+/// `epicenter eval --calibrate` (maximum likelihood, Newton's method) on the random scenario
+/// corpus's calibration seeds and checked on seeds never fitted on (docs/detector.md,
+/// "Confidence").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ConfidenceModel {
+    /// Log-odds at a share of 0 and a leader score of 1.
+    pub intercept: f64,
+    /// Log-odds per unit of the leader's share of the top three scores.
+    pub share: f64,
+    /// Log-odds per unit of the natural logarithm of the leader's score.
+    pub log_score: f64,
+}
+
+impl ConfidenceModel {
+    /// The probability for a verdict whose leader has `share` of the top three scores and
+    /// `score`, 0..1.
+    pub fn probability(&self, share: f64, score: f64) -> f64 {
+        let z = self.intercept + self.share * share + self.log_score * score.max(1e-3).ln();
+        1.0 / (1.0 + (-z).exp())
+    }
+}
+
+impl Default for ConfidenceModel {
+    /// Fitted on 2026-12-04 by `epicenter eval --random 400 --seed 0 --calibrate` (the
+    /// calibration seeds; 492 incidents, in-sample Brier score 0.021): a leader with a large
+    /// score is almost always right, a weak one often is not.
+    fn default() -> Self {
+        ConfidenceModel {
+            intercept: -0.5575,
+            share: -1.2869,
+            log_score: 2.7699,
+        }
+    }
 }
 
 impl Default for Settings {
@@ -177,6 +221,7 @@ impl Default for Settings {
             weak_rounds: 6,
             latency_rounds: 3,
             counter_glitch: crate::signal::COUNTER_GLITCH,
+            confidence: ConfidenceModel::default(),
         }
     }
 }
@@ -272,12 +317,20 @@ struct Incident {
 /// callers), and the instances they call (their traffic: load spreads to callees; for a
 /// retry storm, also their latency, errors and saturation). A restart or a lost target is
 /// never a consequence of another instance's fault.
+///
+/// A caller's own trouble is explained only while it does not stand out among the callers of
+/// its service the incident reaches: its strongest own anomaly under twice their median (so
+/// a retry storm in dc-2, whose API instances suffer far more than every other datacenter's,
+/// is not explained by a Redis node every backend calls, while a slow database's callers in
+/// its datacenter, all suffering alike, are explained by it).
 #[derive(Debug, Default)]
 struct Scope {
     named: BTreeSet<String>,
     upstream: BTreeSet<String>,
     downstream: BTreeSet<String>,
     load: bool,
+    /// Upstream instances that stand out among the upstream instances of their service.
+    standing_out: BTreeSet<String>,
 }
 
 impl Scope {
@@ -286,7 +339,7 @@ impl Scope {
         if self.named.contains(&anomaly.instance) {
             return true;
         }
-        let up = self.upstream.contains(&anomaly.instance);
+        let up = self.upstream.contains(&anomaly.instance) && !self.standing_out.contains(&anomaly.instance);
         let down = self.downstream.contains(&anomaly.instance);
         match &anomaly.peer {
             Some(peer) => {
@@ -302,12 +355,11 @@ impl Scope {
         }
     }
 
-    /// Whether `instance` is one the incident names, calls or is called by, or a sibling
-    /// (same service) of one it names: a root that may take the incident over.
+    /// Whether `instance` is one the incident names or a sibling (same service) of one it
+    /// names: a root that may take the incident over (the first verdict named the wrong node
+    /// of a service). A caller or a callee is another incident's root, never this one's.
     fn relates_to(&self, instance: &InstanceInfo, instances: &BTreeMap<String, InstanceInfo>) -> bool {
         self.named.contains(&instance.name)
-            || self.upstream.contains(&instance.name)
-            || self.downstream.contains(&instance.name)
             || self
                 .named
                 .iter()
@@ -348,6 +400,9 @@ pub struct Detector {
     /// Leaders of evidence no open incident explains, with the rounds each has led.
     pending: BTreeMap<String, u32>,
     incidents: Vec<Incident>,
+    /// This round's strongest own anomaly score per instance (no peer; neither a restart nor a
+    /// lost target), for [`Scope`]: set at the start of each round's lifecycle.
+    strength: BTreeMap<String, f64>,
     behind: bool,
 }
 
@@ -386,6 +441,7 @@ impl Detector {
             interval_ms,
             pending: BTreeMap::new(),
             incidents: Vec::new(),
+            strength: BTreeMap::new(),
             behind: false,
         }
     }
@@ -677,6 +733,13 @@ impl Detector {
     /// it relates to it and the incident's own instance has lost its strong evidence.
     fn lifecycle(&mut self, assessment: &mut Assessment) {
         let time_ms = assessment.time_ms;
+        self.strength.clear();
+        for anomaly in &assessment.anomalies {
+            if anomaly.peer.is_none() && !matches!(anomaly.class, Class::Restart | Class::Availability) {
+                let entry = self.strength.entry(anomaly.instance.clone()).or_default();
+                *entry = entry.max(anomaly.score);
+            }
+        }
         let edges = if assessment.anomalies.is_empty() {
             ServiceEdges::new()
         } else {
@@ -855,8 +918,14 @@ impl Detector {
         let open_host = (incident.verdict.kind == "host_saturation")
             .then(|| incident.verdict.hosts.first().cloned())
             .flatten();
-        let its_own =
-            |candidate: &Candidate| candidate.instance == open_instance || open_host.as_ref() == Some(&candidate.host);
+        // A datacenter's or a link's degradation is led by any instance of its datacenters.
+        let network = matches!(incident.verdict.kind.as_str(), "dc_degradation" | "link_degradation");
+        let open_dcs = incident.verdict.dcs.clone();
+        let its_own = |candidate: &Candidate| {
+            candidate.instance == open_instance
+                || open_host.as_ref() == Some(&candidate.host)
+                || (network && open_dcs.contains(&candidate.dc))
+        };
         let own = candidates
             .iter()
             .filter(|candidate| its_own(candidate))
@@ -888,7 +957,7 @@ impl Detector {
         let open = &incident.verdict;
         let same = its_own(leader);
         let sharpened = kind.as_deref().is_some_and(|new| sharpens(&open.kind, new));
-        let kind = if same && open.kind != "dc_degradation" && !sharpened {
+        let kind = if same && !sharpened {
             open.kind.clone()
         } else {
             kind.unwrap_or_else(|| "unknown".to_string())
@@ -988,11 +1057,50 @@ impl Detector {
             verdict.instances.iter().cloned().collect()
         };
         let infos: Vec<&InstanceInfo> = named.iter().filter_map(|name| self.instances.get(name)).collect();
+        let upstream = self.reach(&infos, edges, true);
+        // Per service, the median strength of the upstream instances (no trouble counts 0).
+        let mut by_service: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        for name in &upstream {
+            if let Some(info) = self.instances.get(name) {
+                by_service
+                    .entry(info.service.as_str())
+                    .or_default()
+                    .push(self.strength.get(name).copied().unwrap_or(0.0));
+            }
+        }
+        let medians: BTreeMap<&str, f64> = by_service
+            .into_iter()
+            .map(|(service, mut values)| {
+                values.sort_by(f64::total_cmp);
+                let middle = values.len() / 2;
+                let median = if values.len() % 2 == 1 {
+                    values[middle]
+                } else {
+                    (values[middle - 1] + values[middle]) / 2.0
+                };
+                (service, median)
+            })
+            .collect();
+        let standing_out = upstream
+            .iter()
+            .filter(|name| {
+                let strength = self.strength.get(*name).copied().unwrap_or(0.0);
+                let typical = self
+                    .instances
+                    .get(*name)
+                    .and_then(|info| medians.get(info.service.as_str()))
+                    .copied()
+                    .unwrap_or(0.0);
+                strength > 0.0 && strength >= 2.0 * typical
+            })
+            .cloned()
+            .collect();
         Scope {
-            upstream: self.reach(&infos, edges, true),
             downstream: self.reach(&infos, edges, false),
             load: verdict.kind == "retry_storm",
             named,
+            upstream,
+            standing_out,
         }
     }
 
@@ -1116,19 +1224,10 @@ impl Detector {
     /// the same from the only other one).
     fn degraded_link(&self, anomalies: &[Anomaly]) -> Option<(String, String)> {
         let mut calls: BTreeMap<(&str, &str), CallersAndCallees<'_>> = BTreeMap::new();
-        for anomaly in anomalies {
-            let Some(peer) = &anomaly.peer else { continue };
-            if !matches!(anomaly.class, Class::Latency | Class::Errors) {
-                continue;
-            }
-            let (Some(caller), Some(callee)) = (self.instances.get(&anomaly.instance), self.instances.get(peer)) else {
-                continue;
-            };
-            if caller.dc != callee.dc {
-                let entry = calls.entry((caller.dc.as_str(), callee.dc.as_str())).or_default();
-                entry.0.insert(caller.name.as_str());
-                entry.1.insert(callee.name.as_str());
-            }
+        for (caller, callee) in self.slow_calls_across_datacenters(anomalies) {
+            let entry = calls.entry((caller.dc.as_str(), callee.dc.as_str())).or_default();
+            entry.0.insert(caller.name.as_str());
+            entry.1.insert(callee.name.as_str());
         }
         let dcs: BTreeSet<&str> = self.instances.values().map(|info| info.dc.as_str()).collect();
         if dcs.len() < 3 {
@@ -1153,25 +1252,32 @@ impl Detector {
         None
     }
 
+    /// (caller, callee) of every anomaly that shows a call from one datacenter to another
+    /// slowed or failing (latency or errors towards a peer in another datacenter).
+    fn slow_calls_across_datacenters<'a>(
+        &'a self,
+        anomalies: &'a [Anomaly],
+    ) -> impl Iterator<Item = (&'a InstanceInfo, &'a InstanceInfo)> + 'a {
+        anomalies
+            .iter()
+            .filter(|anomaly| matches!(anomaly.class, Class::Latency | Class::Errors))
+            .filter_map(|anomaly| {
+                let caller = self.instances.get(&anomaly.instance)?;
+                let callee = self.instances.get(anomaly.peer.as_ref()?)?;
+                (caller.dc != callee.dc).then_some((caller, callee))
+            })
+    }
+
     /// A datacenter whose calls from other datacenters slowed or failed towards two or more
     /// of its instances while its own instances' calls outwards did too.
     fn degraded_dc(&self, anomalies: &[Anomaly]) -> Option<String> {
-        let mut inbound: BTreeMap<&str, (BTreeSet<&str>, BTreeSet<&str>)> = BTreeMap::new();
+        let mut inbound: BTreeMap<&str, CallersAndCallees<'_>> = BTreeMap::new();
         let mut outbound: BTreeMap<&str, usize> = BTreeMap::new();
-        for anomaly in anomalies {
-            let Some(peer) = &anomaly.peer else { continue };
-            if !matches!(anomaly.class, Class::Latency | Class::Errors) {
-                continue;
-            }
-            let (Some(caller), Some(callee)) = (self.instances.get(&anomaly.instance), self.instances.get(peer)) else {
-                continue;
-            };
-            if caller.dc != callee.dc {
-                let entry = inbound.entry(callee.dc.as_str()).or_default();
-                entry.0.insert(caller.name.as_str());
-                entry.1.insert(callee.name.as_str());
-                *outbound.entry(caller.dc.as_str()).or_default() += 1;
-            }
+        for (caller, callee) in self.slow_calls_across_datacenters(anomalies) {
+            let entry = inbound.entry(callee.dc.as_str()).or_default();
+            entry.0.insert(caller.name.as_str());
+            entry.1.insert(callee.name.as_str());
+            *outbound.entry(caller.dc.as_str()).or_default() += 1;
         }
         inbound
             .into_iter()
@@ -1195,6 +1301,7 @@ impl Detector {
     ) -> Verdict {
         let leader = &candidates[0];
         let top: f64 = candidates.iter().take(3).map(|c| c.score).sum();
+        let share = if top > 0.0 { leader.score / top } else { 0.0 };
         let link = if kind == "link_degradation" {
             self.degraded_link(anomalies).or_else(|| {
                 previous.and_then(|previous| Some((previous.dcs.first()?.clone(), previous.dcs.get(1)?.clone())))
@@ -1310,11 +1417,8 @@ impl Detector {
             instances,
             // Three decimals: a share, not a measurement (`0.92`, never `0.9198606271777003`
             // in the tables, the API and alerts).
-            confidence: if top > 0.0 {
-                (leader.score / top * 1000.0).round() / 1000.0
-            } else {
-                0.0
-            },
+            confidence: (self.settings.confidence.probability(share, leader.score) * 1000.0).round() / 1000.0,
+            leader_share: (share * 1000.0).round() / 1000.0,
             candidates: candidates.iter().take(5).cloned().collect(),
             evidence: relevant,
             onset_ms: candidates.iter().take(1).map(|c| c.onset_ms).min().unwrap_or(time_ms),

@@ -22,5 +22,7 @@ pub mod rules;
 pub mod score;
 pub mod signal;
 
-pub use engine::{Anomaly, Assessment, Candidate, Dependency, Detector, InstanceInfo, Settings, Verdict};
+pub use engine::{
+    Anomaly, Assessment, Candidate, ConfidenceModel, Dependency, Detector, InstanceInfo, Settings, Verdict,
+};
 pub use events::{VerdictEvent, VerdictTracker};

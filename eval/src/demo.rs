@@ -215,10 +215,15 @@ pub struct FirstVerdict {
     pub dc_right: bool,
 }
 
-/// The first of `opened` (in time order) at or after `fault`'s onset, judged; `None` when the
-/// detector opened none.
+/// The verdict of `opened` (in time order) that answers `fault`: the first at or after its
+/// onset that names one of its hosts, else the first at or after its onset (with two faults
+/// at once, each has its own incident; docs/detector.md, "Incidents"), judged; `None` when
+/// the detector opened none after it.
 pub fn first_verdict_after(fault: &Truth, opened: &[OpenedVerdict]) -> Option<FirstVerdict> {
-    let verdict = opened.iter().find(|verdict| verdict.time_ms >= fault.onset_ms)?;
+    let after = || opened.iter().filter(|verdict| verdict.time_ms >= fault.onset_ms);
+    let verdict = after()
+        .find(|verdict| fault.hosts.contains(&verdict.host))
+        .or_else(|| after().next())?;
     Some(FirstVerdict {
         host_right: fault.hosts.contains(&verdict.host),
         dc_right: fault.dcs.contains(&verdict.dc),
@@ -372,6 +377,11 @@ mod tests {
         let wrong = first_verdict_after(&fault(15_000, None), &opened).unwrap();
         assert_eq!(wrong.verdict.kind, "slow_node");
         assert!(!wrong.host_right && !wrong.dc_right);
+        // A later verdict naming the fault's host answers it rather than an earlier one
+        // about something else (two incidents at once).
+        let rows = "unknown\tdc-1\tdc-1-host-1\t11000\nnode_loss\tdc-2\tdc-2-host-3\t13500\n";
+        let own = first_verdict_after(&fault(10_000, None), &OpenedVerdict::parse_rows(rows)).unwrap();
+        assert_eq!((own.verdict.kind.as_str(), own.seconds_after_onset), ("node_loss", 3));
         assert_eq!(first_verdict_after(&fault(30_000, None), &opened), None);
     }
 

@@ -3,11 +3,14 @@
 //! **Enters:** scenarios (run headless on the simulated fleet, [`scenarios`]), datasets with
 //! ground truth (PetShop, [`petshop`]), stored samples ([`replay`]) and a demo run's ground
 //! truth and verdicts ([`demo`]). **Leaves:** scores (AC@k at host and datacenter level,
-//! Avg@5, time to detect, false verdicts, top-k recall), verdict events, `ground_truth` rows.
-//! **Never:** tunes the detector: it calls the detector as the live path does, and nothing
-//! here is fitted to a dataset's test split (docs/detector.md records what was consulted).
+//! Avg@5, time to detect, false verdicts, top-k recall, calibration), the printed report
+//! ([`report`]), verdict events, `ground_truth` rows. **Never:** tunes the detector: it calls
+//! the detector as the live path does, and nothing here is fitted to a dataset's test split
+//! (docs/detector.md records what was consulted); the confidence model is fitted only when
+//! asked (`eval --calibrate`), on calibration seeds.
 
 pub mod demo;
 pub mod petshop;
 pub mod replay;
+pub mod report;
 pub mod scenarios;

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use epicenter_collector::exposition::{parse, FormatChoice, ParseOptions, Validation};
-use epicenter_detector::engine::{Assessment, Dependency, Detector, InstanceInfo, Settings, Verdict};
+use epicenter_detector::engine::{Assessment, ConfidenceModel, Dependency, Detector, InstanceInfo, Settings, Verdict};
 use epicenter_detector::reference;
 use epicenter_detector::rules::Rule;
 use epicenter_detector::score::{ac_at, avg_at_5, dedup};
@@ -128,6 +128,10 @@ pub struct ScenarioResult {
     /// answers a fault, names one of its hosts first and has the right kind). What the
     /// reliability table and the Brier score are computed from ([`Calibration`]).
     pub confidences: Vec<(f64, bool)>,
+    /// The same incidents' inputs to the confidence model, for `eval --calibrate`
+    /// ([`fit_confidence`]); not in the JSON.
+    #[serde(skip)]
+    pub calibration_points: Vec<CalibrationPoint>,
     /// Simulated time, seconds.
     pub simulated_seconds: f64,
     /// The scenario's scrape interval, seconds.
@@ -271,15 +275,28 @@ pub fn evaluate(scenario: &Scenario, rules: Vec<Rule>, mut trace: Option<&mut dy
     for index in order {
         let fault = &truth[index];
         let names_fault = |verdict: &Verdict| verdict.hosts.first().is_some_and(|host| fault.hosts.contains(host));
+        // For an incident several faults joined: it names this fault's host among its own.
+        let names_joined = |verdict: &Verdict| verdict.hosts.iter().any(|host| fault.hosts.contains(host));
         let after = |incident: &Seen| incident.opened_ms >= fault.onset_ms;
+        // An incident that grew to name this fault's host too (a second node of the same kind
+        // joining it) answers this fault as well, from the round it named it.
+        let joined = |incident: &Seen| {
+            incident.states.iter().any(|(time_ms, v)| {
+                *time_ms >= fault.onset_ms
+                    && kind_matches(&fault.kind, &v.kind)
+                    && v.hosts.iter().skip(1).any(|host| fault.hosts.contains(host))
+            })
+        };
         let matched = (0..seen.len())
             .find(|&i| !used[i] && after(&seen[i]) && seen[i].states.iter().any(|(_, v)| names_fault(v)))
+            .or_else(|| (0..seen.len()).find(|&i| used[i] && joined(&seen[i])))
             .or_else(|| {
                 (0..seen.len()).find(|&i| {
                     !used[i] && after(&seen[i]) && seen[i].opened_ms <= fault.onset_ms + 10 * interval_ms as i64
                 })
             });
-        if let Some(i) = matched {
+        let shared = matched.is_some_and(|i| used[i]);
+        if let Some(i) = matched.filter(|_| !shared) {
             used[i] = true;
             let verdict = &seen[i].states[0].1;
             right[i] = names_fault(verdict) && kind_matches(&fault.kind, &verdict.kind);
@@ -308,7 +325,16 @@ pub fn evaluate(scenario: &Scenario, rules: Vec<Rule>, mut trace: Option<&mut dy
             dcs_right: false,
         };
         if let Some(incident) = incident {
-            let verdict = &incident.states[0].1;
+            // A shared incident is judged from the first round it named this fault's host.
+            let verdict = if shared {
+                incident
+                    .states
+                    .iter()
+                    .find(|(time_ms, v)| *time_ms >= fault.onset_ms && names_joined(v))
+                    .map_or(&incident.states[0].1, |(_, v)| v)
+            } else {
+                &incident.states[0].1
+            };
             // Ranked datacenters for AC@k: what a network verdict names, else its candidates'.
             let dcs = if matches!(verdict.kind.as_str(), "dc_degradation" | "link_degradation") {
                 verdict.dcs.clone()
@@ -316,13 +342,24 @@ pub fn evaluate(scenario: &Scenario, rules: Vec<Rule>, mut trace: Option<&mut dy
                 dedup(verdict.candidates.iter().map(|c| c.dc.clone()))
             };
             let named_dcs = verdict.dcs.clone();
-            result.epicenter = scores_of(&verdict.ranked_hosts(), &dcs, fault);
+            let mut ranked = verdict.ranked_hosts();
+            if shared {
+                // This fault's host first among the hosts the incident names.
+                ranked.sort_by_key(|host| !fault.hosts.contains(host));
+            }
+            result.epicenter = scores_of(&ranked, &dcs, fault);
             result.kind_right = kind_matches(&fault.kind, &verdict.kind);
             result.dcs_right = named_dcs == fault.dcs;
             result.intervals_to_detect = incident
                 .states
                 .iter()
-                .find(|(_, verdict)| names_fault(verdict))
+                .find(|(time_ms, verdict)| {
+                    if shared {
+                        *time_ms >= fault.onset_ms && names_joined(verdict)
+                    } else {
+                        names_fault(verdict)
+                    }
+                })
                 .map(|(time_ms, _)| ((*time_ms - fault.onset_ms) as f64 / interval_ms).max(0.0));
             result.verdict = Some(VerdictSummary {
                 kind: verdict.kind.clone(),
@@ -342,6 +379,18 @@ pub fn evaluate(scenario: &Scenario, rules: Vec<Rule>, mut trace: Option<&mut dy
             .iter()
             .zip(&right)
             .map(|(incident, right)| (incident.states[0].1.confidence, *right))
+            .collect(),
+        calibration_points: seen
+            .iter()
+            .zip(&right)
+            .map(|(incident, right)| {
+                let verdict = &incident.states[0].1;
+                CalibrationPoint {
+                    share: verdict.leader_share,
+                    score: verdict.candidates.first().map_or(0.0, |leader| leader.score),
+                    right: *right,
+                }
+            })
             .collect(),
         simulated_seconds: end as f64,
         scrape_interval_seconds: interval as f64,
@@ -376,6 +425,88 @@ pub struct ReliabilityBin {
     pub mean_confidence: f64,
     /// The share of them that was right.
     pub observed: f64,
+}
+
+/// One incident's inputs to the confidence model and whether it was right.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CalibrationPoint {
+    /// The leader's share of the top three candidates' scores ([`Verdict::leader_share`]).
+    pub share: f64,
+    /// The leader's score.
+    pub score: f64,
+    /// Whether the incident was right ([`ScenarioResult::confidences`]).
+    pub right: bool,
+}
+
+/// The logistic [`ConfidenceModel`] of most likelihood for `points` (Newton's method,
+/// iteratively reweighted least squares, with a small ridge of 0.01 on the coefficients so
+/// that a corpus without a wrong incident still gives finite ones). Errors: no points.
+pub fn fit_confidence(points: &[CalibrationPoint]) -> Result<ConfidenceModel, String> {
+    if points.is_empty() {
+        return Err("no incidents to fit the confidence on".to_string());
+    }
+    const RIDGE: f64 = 0.01;
+    let features = |point: &CalibrationPoint| [1.0, point.share, point.score.max(1e-3).ln()];
+    let mut beta = [0.0f64; 3];
+    for _ in 0..100 {
+        let mut gradient = [0.0f64; 3];
+        let mut hessian = [[0.0f64; 3]; 3];
+        for point in points {
+            let x = features(point);
+            let z: f64 = (0..3).map(|i| x[i] * beta[i]).sum();
+            let p = 1.0 / (1.0 + (-z).exp());
+            let y = if point.right { 1.0 } else { 0.0 };
+            for i in 0..3 {
+                gradient[i] += (y - p) * x[i];
+                for j in 0..3 {
+                    hessian[i][j] += p * (1.0 - p) * x[i] * x[j];
+                }
+            }
+        }
+        for i in 0..3 {
+            gradient[i] -= RIDGE * beta[i];
+            hessian[i][i] += RIDGE;
+        }
+        let step = solve3(hessian, gradient).ok_or("the fit is singular: too few distinct incidents")?;
+        for i in 0..3 {
+            beta[i] += step[i];
+        }
+        if step.iter().all(|value| value.abs() < 1e-10) {
+            break;
+        }
+    }
+    Ok(ConfidenceModel {
+        intercept: beta[0],
+        share: beta[1],
+        log_score: beta[2],
+    })
+}
+
+/// `a⁻¹ b` for a 3 × 3 system by Gaussian elimination with partial pivoting; `None` when `a`
+/// is singular.
+fn solve3(mut a: [[f64; 3]; 3], mut b: [f64; 3]) -> Option<[f64; 3]> {
+    for column in 0..3 {
+        let pivot = (column..3).max_by(|&x, &y| a[x][column].abs().total_cmp(&a[y][column].abs()))?;
+        if a[pivot][column].abs() < 1e-12 {
+            return None;
+        }
+        a.swap(column, pivot);
+        b.swap(column, pivot);
+        let pivot_row = a[column];
+        for row in column + 1..3 {
+            let factor = a[row][column] / pivot_row[column];
+            for (value, above) in a[row].iter_mut().zip(pivot_row).skip(column) {
+                *value -= factor * above;
+            }
+            b[row] -= factor * b[column];
+        }
+    }
+    let mut x = [0.0; 3];
+    for row in (0..3).rev() {
+        let rest: f64 = (row + 1..3).map(|k| a[row][k] * x[k]).sum();
+        x[row] = (b[row] - rest) / a[row][row];
+    }
+    Some(x)
 }
 
 /// The calibration of `confidences` ((confidence, right) per incident).

@@ -1,7 +1,7 @@
 //! epicenter's fleet simulator: datacenters, hosts and service instances whose metrics follow
 //! from load and faults (see [`model`]), served as real exporters on 127.0.0.1 (see
 //! [`serve`]), driven by scenario files (see [`scenario`], docs/scenarios.md), with the ground
-//! truth of every injected fault (see [`truth`]).
+//! truth of every injected fault (see [`truth`]); seeded random scenarios (see [`random`]).
 //!
 //! **Enters:** a scenario (YAML: the fleet's shape, faults, planned operations, speed) and a
 //! start time. **Leaves:** expositions as the real exporters print them, one simulated second
@@ -11,6 +11,7 @@
 
 pub(crate) mod expose;
 pub mod model;
+pub mod random;
 pub mod scenario;
 pub mod serve;
 pub mod topology;

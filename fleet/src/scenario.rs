@@ -610,7 +610,29 @@ impl Scenario {
     /// instance. Errors name the selector's path.
     pub fn check_selections(&self) -> Result<(), ScenarioError> {
         let instances = self.fleet.layout();
+        let dcs = (1..=self.fleet.datacenters).map(|dc| format!("dc-{dc}"));
+        let dcs: Vec<String> = dcs.collect();
+        let known_dcs = format!("dc-1 … dc-{}", self.fleet.datacenters);
         for (index, fault) in self.faults.iter().enumerate() {
+            for (key, dc) in [("select.dc", &fault.select.dc), ("peer_dc", &fault.peer_dc)] {
+                if let Some(dc) = dc.as_ref().filter(|dc| !dcs.contains(dc)) {
+                    return Err(ScenarioError {
+                        path: format!("faults[{index}].{key}"),
+                        message: format!("no datacenter {dc} in this fleet (it has {known_dcs})"),
+                    });
+                }
+            }
+            if let Some(host) = &fault.select.host {
+                if !instances.iter().any(|instance| &instance.host == host) {
+                    return Err(ScenarioError {
+                        path: format!("faults[{index}].select.host"),
+                        message: format!(
+                            "no host {host} in this fleet (hosts are dc-<n>-host-<m>, n in 1..={}, m in 1..={})",
+                            self.fleet.datacenters, self.fleet.hosts_per_datacenter
+                        ),
+                    });
+                }
+            }
             if fault.select.pick(&instances, fault.kind.service()).is_empty() {
                 return Err(ScenarioError {
                     path: format!("faults[{index}].select"),

@@ -283,6 +283,16 @@ fn scenario_mistakes_name_their_path() {
         error("name: x\nfaults:\n  - {kind: host_saturation, select: {dc: dc-1}, at: 1m}\n"),
         "faults[0].select.host: host_saturation needs the host it starves"
     );
+    // Places that do not exist are named with the key that names them.
+    let misplaced = |yaml: &str| Scenario::from_yaml(yaml).unwrap_err().to_string();
+    assert_eq!(
+        misplaced("name: x\nfaults:\n  - {kind: link_degradation, select: {dc: dc-1}, peer_dc: dc-9, at: 1m}\n"),
+        "faults[0].peer_dc: no datacenter dc-9 in this fleet (it has dc-1 … dc-3)"
+    );
+    assert_eq!(
+        misplaced("name: x\nfaults:\n  - {kind: host_saturation, select: {host: dc-1-host-9}, at: 1m}\n"),
+        "faults[0].select.host: no host dc-1-host-9 in this fleet (hosts are dc-<n>-host-<m>, n in 1..=3, m in 1..=4)"
+    );
     let unknown_kind = Scenario::from_yaml("name: x\nfaults:\n  - {kind: meteor, select: {}, at: 1m}\n")
         .unwrap_err()
         .to_string();

@@ -341,50 +341,45 @@ fn alert_identity(verdict: &Verdict) -> (&str, &str, &str, &str) {
     )
 }
 
-/// What to send for `event`, in order: `(verdict, resolved)`. A repeated state is sent once
-/// (updates always); an update that moves the verdict to other alert labels (another host,
-/// datacenter, service or kind) first resolves the alert it was sent under, which would
-/// otherwise stay firing at the receiver until its `endsAt` passed. An event the notifier's
-/// filter does not match (`matched` false) sends nothing of its own but resolves whatever was
-/// sent for the incident (and stops its re-sending).
+/// What to send for `event`, in order: `(verdict, resolved)`, keeping `open` (what was sent
+/// and is still firing, by incident id) and `last_state` (the last state sent, by incident
+/// id). Every incident is handled on its own: an event touches only what was sent for its
+/// own incident ([`Verdict::id`], which stays the same when the incident is updated or taken
+/// over). A repeated state is sent once (updates always); an update that moves the incident
+/// to other alert labels (another host, datacenter, service or kind) first resolves the
+/// alert it was sent under, which would otherwise stay firing at the receiver until its
+/// `endsAt` passed. An event the notifier's filter does not match (`matched` false) sends
+/// nothing of its own but resolves what was sent for its incident (and stops its re-sending).
 fn deliveries(
     open: &mut HashMap<String, (Verdict, std::time::Instant)>,
     last_state: &mut HashMap<String, String>,
     event: &VerdictEvent,
     matched: bool,
 ) -> Vec<(Verdict, bool)> {
-    if !matched {
-        last_state.clear();
-        return open.drain().map(|(_, (verdict, _))| (verdict, true)).collect();
-    }
     let id = event.verdict.id();
+    if !matched {
+        last_state.remove(&id);
+        return open
+            .remove(&id)
+            .map(|(verdict, _)| (verdict, true))
+            .into_iter()
+            .collect();
+    }
     if last_state.get(&id) == Some(&event.state) && event.state != "updated" {
         return Vec::new();
     }
     last_state.insert(id.clone(), event.state.clone());
     let mut sends = Vec::new();
-    if event.state == "resolved" {
-        // Everything held is this incident (one at a time): an alert sent under other labels
-        // (an update that was never seen, a dropped event) is resolved too, never left to be
-        // re-sent as firing.
-        for (_, (verdict, _)) in open.drain() {
-            if alert_identity(&verdict) != alert_identity(&event.verdict) {
-                sends.push((verdict, true));
-            }
+    // What was sent for this incident under other labels is resolved first.
+    if let Some((held, _)) = open.remove(&id) {
+        if alert_identity(&held) != alert_identity(&event.verdict) {
+            sends.push((held, true));
         }
+    }
+    if event.state == "resolved" {
+        last_state.remove(&id);
         sends.push((event.verdict.clone(), true));
         return sends;
-    }
-    if event.state == "updated" {
-        // The detector keeps one open verdict and updates it in place; its id names the first
-        // instance, so an update to another instance arrives under a new id. What was sent
-        // for it before is every entry held (one incident at a time).
-        let previous: Vec<Verdict> = open.drain().map(|(_, (verdict, _))| verdict).collect();
-        for verdict in previous {
-            if alert_identity(&verdict) != alert_identity(&event.verdict) {
-                sends.push((verdict, true));
-            }
-        }
     }
     open.insert(id, (event.verdict.clone(), std::time::Instant::now()));
     sends.push((event.verdict.clone(), false));
@@ -474,6 +469,7 @@ mod tests {
             service: "redis".into(),
             instances: vec!["redis-2-1".into()],
             confidence,
+            leader_share: 0.5,
             candidates: Vec::new(),
             evidence: Vec::new(),
             onset_ms: 1_000,
@@ -546,6 +542,57 @@ mod tests {
         assert_eq!(
             sent(deliveries(&mut open, &mut last, &event("resolved", &stronger), true)),
             vec![("slow_node".to_string(), host(&moved), true)]
+        );
+        assert!(open.is_empty());
+    }
+
+    /// Found by a reviewer with two incidents open at once: the update of one resolved the
+    /// other's alert, and a resolve resolved both. Each incident's events touch its own alerts
+    /// only.
+    #[test]
+    fn each_incident_resolves_only_its_own_alerts() {
+        let mut open = HashMap::new();
+        let mut last = HashMap::new();
+        let node = verdict("node_loss", "dc-1", 0.9);
+        let mut database = verdict("pool_exhaustion", "dc-3", 0.9);
+        database.id = "3000-db-3-1".into();
+        database.hosts = vec!["dc-3-host-4".into()];
+        database.instances = vec!["db-3-1".into()];
+        let sent = |sends: Vec<(Verdict, bool)>| -> Vec<(String, bool)> {
+            sends
+                .into_iter()
+                .map(|(verdict, resolved)| (verdict.kind, resolved))
+                .collect()
+        };
+        assert_eq!(
+            sent(deliveries(&mut open, &mut last, &event("opened", &node), true)),
+            [("node_loss".to_string(), false)]
+        );
+        assert_eq!(
+            sent(deliveries(&mut open, &mut last, &event("opened", &database), true)),
+            [("pool_exhaustion".to_string(), false)]
+        );
+        // The database incident moves to another kind: only its own alert is resolved.
+        let mut storm = database.clone();
+        storm.kind = "retry_storm".into();
+        assert_eq!(
+            sent(deliveries(&mut open, &mut last, &event("updated", &storm), true)),
+            [
+                ("pool_exhaustion".to_string(), true),
+                ("retry_storm".to_string(), false)
+            ]
+        );
+        assert_eq!(open.len(), 2);
+        // The node's incident resolves: the other stays firing (and is re-sent).
+        assert_eq!(
+            sent(deliveries(&mut open, &mut last, &event("resolved", &node), true)),
+            [("node_loss".to_string(), true)]
+        );
+        assert_eq!(open.keys().cloned().collect::<Vec<_>>(), [database.id.clone()]);
+        // Filtered out: only its own alert is resolved.
+        assert_eq!(
+            sent(deliveries(&mut open, &mut last, &event("updated", &storm), false)),
+            [("retry_storm".to_string(), true)]
         );
         assert!(open.is_empty());
     }

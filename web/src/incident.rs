@@ -398,6 +398,7 @@ mod tests {
             service: "redis".into(),
             instances: vec!["redis-1".into()],
             confidence: 0.8,
+            leader_share: 0.5,
             candidates: vec![Candidate {
                 instance: "redis-1".into(),
                 dc: "dc-1".into(),

@@ -145,6 +145,7 @@ fn opened(instance: &str) -> VerdictEvent {
             service: "redis".into(),
             instances: vec![instance.into()],
             confidence: 0.9,
+            leader_share: 0.5,
             candidates: Vec::new(),
             evidence: Vec::new(),
             onset_ms: 1_000,
