@@ -242,7 +242,11 @@ pub fn suggested_queries(kind: &str, scenario: &str) -> Vec<String> {
         "cold_start" => format!("SELECT instance AS pod, max(value) AS longest_gc_pause_seconds FROM samples WHERE metric = 'jvm_gc_pause_seconds_max' AND {this_run} GROUP BY pod ORDER BY longest_gc_pause_seconds DESC LIMIT 5"),
         "slow_database" => format!("SELECT labels['pool'] AS pool, max(value) AS pending_threads FROM samples WHERE metric = 'hikaricp_connections_pending' AND {this_run} GROUP BY pool ORDER BY pending_threads DESC"),
         "retry_storm" => format!("SELECT dc, labels['code'] AS code, max(value) - min(value) AS requests FROM samples WHERE metric = 'http_requests_total' AND {this_run} GROUP BY dc, code ORDER BY dc, code"),
-        "dc_degradation" => format!("SELECT dc AS caller_dc, labels['remote'] AS remote, round(1000 * (maxIf(value, metric LIKE '%_sum') - minIf(value, metric LIKE '%_sum')) / (maxIf(value, metric LIKE '%_count') - minIf(value, metric LIKE '%_count')), 2) AS mean_command_ms FROM samples WHERE metric IN ('lettuce_command_completion_seconds_sum', 'lettuce_command_completion_seconds_count') AND {this_run} GROUP BY caller_dc, remote ORDER BY mean_command_ms DESC LIMIT 10"),
+        // A link shows the same way: the callers of one end slow towards the other.
+        "dc_degradation" | "link_degradation" => format!("SELECT dc AS caller_dc, labels['remote'] AS remote, round(1000 * (maxIf(value, metric LIKE '%_sum') - minIf(value, metric LIKE '%_sum')) / (maxIf(value, metric LIKE '%_count') - minIf(value, metric LIKE '%_count')), 2) AS mean_command_ms FROM samples WHERE metric IN ('lettuce_command_completion_seconds_sum', 'lettuce_command_completion_seconds_count') AND {this_run} GROUP BY caller_dc, remote ORDER BY mean_command_ms DESC LIMIT 10"),
+        // A starved host: what each instance on each host serves, slowest first (the
+        // backends' own request time; Redis nodes and databases by their callers' view).
+        "host_saturation" => format!("SELECT host, service, instance, round(1000 * (maxIf(value, metric LIKE '%_sum') - minIf(value, metric LIKE '%_sum')) / (maxIf(value, metric LIKE '%_count') - minIf(value, metric LIKE '%_count')), 2) AS mean_request_ms FROM samples WHERE metric IN ('http_server_requests_seconds_sum', 'http_server_requests_seconds_count', 'http_request_duration_seconds_sum', 'http_request_duration_seconds_count') AND {this_run} GROUP BY host, service, instance ORDER BY mean_request_ms DESC LIMIT 10"),
         "session_loss" => format!("SELECT instance AS pod, toStartOfMinute(time) AS minute, max(value) AS voice_state_sup_mailbox FROM samples WHERE metric = 'erlang_vm_process_message_queue_len' AND labels['registered_name'] = 'voice_state_sup' AND {this_run} GROUP BY pod, minute ORDER BY minute, pod"),
         _ => format!("SELECT service, count(DISTINCT metric) AS metrics, count() AS samples FROM samples WHERE {this_run} GROUP BY service ORDER BY service"),
     };
@@ -395,17 +399,8 @@ mod tests {
 
     #[test]
     fn every_fault_kind_has_its_own_query() {
-        let kinds = [
-            "node_loss",
-            "slow_node",
-            "cold_start",
-            "slow_database",
-            "retry_storm",
-            "dc_degradation",
-            "session_loss",
-        ];
         let overview = suggested_queries("none", "s")[0].clone();
-        for kind in kinds {
+        for kind in epicenter_fleet::scenario::FaultKind::ALL.map(|kind| kind.name()) {
             let queries = suggested_queries(kind, "it's");
             assert_eq!(queries.len(), 3);
             assert_ne!(queries[0], overview, "{kind}");

@@ -11,20 +11,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::scenario::{Scenario, ScenarioError};
-
-/// The fault kinds drawn, with equal chances.
-const KINDS: [&str; 9] = [
-    "node_loss",
-    "slow_node",
-    "cold_start",
-    "slow_database",
-    "retry_storm",
-    "dc_degradation",
-    "link_degradation",
-    "host_saturation",
-    "session_loss",
-];
+use crate::scenario::{FaultKind, Scenario, ScenarioError};
 
 /// The scenario text of `seed`: YAML as docs/scenarios.md describes it.
 pub fn text(seed: u64) -> String {
@@ -36,7 +23,8 @@ pub fn text(seed: u64) -> String {
     let mut lines = Vec::new();
     let mut first_dc = 0;
     for index in 0..faults {
-        let kind = KINDS[rng.random_range(0..KINDS.len())];
+        // Every kind with equal chances.
+        let kind = FaultKind::ALL[rng.random_range(0..FaultKind::ALL.len())].name();
         // A second fault goes to another datacenter, 0 to 90 s after the first.
         let dc = loop {
             let dc = rng.random_range(1..=datacenters);

@@ -448,6 +448,19 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
+    /// Every kind, in the order docs/scenarios.md lists them.
+    pub const ALL: [FaultKind; 9] = [
+        FaultKind::NodeLoss,
+        FaultKind::SlowNode,
+        FaultKind::ColdStart,
+        FaultKind::SlowDatabase,
+        FaultKind::RetryStorm,
+        FaultKind::DcDegradation,
+        FaultKind::LinkDegradation,
+        FaultKind::HostSaturation,
+        FaultKind::SessionLoss,
+    ];
+
     /// The name ground truth and verdicts use (`node_loss`, `slow_node`, `cold_start`).
     pub fn name(self) -> &'static str {
         match self {
