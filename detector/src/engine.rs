@@ -354,18 +354,6 @@ impl Scope {
             },
         }
     }
-
-    /// Whether `instance` is one the incident names or a sibling (same service) of one it
-    /// names: a root that may take the incident over (the first verdict named the wrong node
-    /// of a service). A caller or a callee is another incident's root, never this one's.
-    fn relates_to(&self, instance: &InstanceInfo, instances: &BTreeMap<String, InstanceInfo>) -> bool {
-        self.named.contains(&instance.name)
-            || self
-                .named
-                .iter()
-                .filter_map(|name| instances.get(name))
-                .any(|named| named.service == instance.service)
-    }
 }
 
 /// The callers and the callees (instance names) of the slowed or failing calls from one
@@ -849,8 +837,7 @@ impl Detector {
                 let info = self.instances.get(&leader.instance);
                 let taken = open.iter_mut().find(|incident| {
                     incident.own_score < self.settings.min_score
-                        && info
-                            .is_some_and(|info| self.scope(&incident.verdict, &edges).relates_to(info, &self.instances))
+                        && info.is_some_and(|info| self.may_take_over(&incident.verdict, info))
                 });
                 match taken {
                     Some(incident) => {
@@ -882,6 +869,19 @@ impl Detector {
         self.pending = pending;
         assessment.incidents = open.iter().map(|incident| incident.verdict.clone()).collect();
         self.incidents = open;
+    }
+
+    /// Whether `instance` may take the incident of `verdict` over: it is one the incident names
+    /// or a sibling (same service) of one (the first verdict named the wrong node of a
+    /// service). A caller or a callee is another incident's root, never this one's.
+    fn may_take_over(&self, verdict: &Verdict, instance: &InstanceInfo) -> bool {
+        verdict.instances.iter().any(|name| {
+            name == &instance.name
+                || self
+                    .instances
+                    .get(name)
+                    .is_some_and(|named| named.service == instance.service)
+        })
     }
 
     /// Whether `leader` has led long enough, on `anomalies`, to open an incident of `kind`:

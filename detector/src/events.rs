@@ -69,12 +69,6 @@ fn changed(before: &Verdict, now: &Verdict) -> bool {
 }
 
 impl Verdict {
-    /// Id of the incident ([`Verdict::id`](struct@Verdict)): when it opened and what it first
-    /// named, `<opened ms>-<instance>`.
-    pub fn id(&self) -> String {
-        self.id.clone()
-    }
-
     /// One line: what, where, how sure, since when
     /// (`node_loss of redis-2-1 (redis) on dc-2-host-3 in dc-2, confidence 0.93, 12 pieces of
     /// evidence`).
@@ -104,7 +98,7 @@ impl VerdictEvent {
         let verdict = &self.verdict;
         VerdictRow {
             time_ms: self.time_ms,
-            id: verdict.id(),
+            id: verdict.id.clone(),
             state: self.state.clone(),
             kind: verdict.kind.clone(),
             dc: verdict.dc.clone(),

@@ -280,11 +280,11 @@ pub fn alertmanager_body(
         "annotations": {
             "summary": summary(verdict),
             "description": format!("evidence: {}", evidence.join("; ")),
-            "verdict_id": verdict.id(),
+            "verdict_id": verdict.id,
         },
         "startsAt": rfc3339(starts),
         "endsAt": rfc3339(ends),
-        "generatorURL": format!("{}/incidents/{}", source.external_url, verdict.id()),
+        "generatorURL": format!("{}/incidents/{}", source.external_url, verdict.id),
     }])
 }
 
@@ -356,7 +356,7 @@ fn deliveries(
     event: &VerdictEvent,
     matched: bool,
 ) -> Vec<(Verdict, bool)> {
-    let id = event.verdict.id();
+    let id = event.verdict.id.clone();
     if !matched {
         last_state.remove(&id);
         return open
@@ -634,7 +634,7 @@ mod tests {
         let unknown = verdict("unknown", "dc-2", 0.8);
         assert!(!matches(&config(&[], 0.0), &unknown));
         assert!(matches(&config(&["unknown"], 0.0), &unknown));
-        assert_eq!(loss.id(), "2000-redis-2-1");
+        assert_eq!(loss.id, "2000-redis-2-1");
         let source = AlertSource {
             external_url: "https://epicenter.example:9464".into(),
             external_labels: [("region", "eu"), ("dc", "from-external-labels")]

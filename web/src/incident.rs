@@ -41,7 +41,10 @@ svg.chart .frame{fill:#fafafa;stroke:#ddd}svg.chart .onset{stroke:#d22;stroke-da
 fn by_id(history: &[VerdictEvent]) -> BTreeMap<String, Vec<VerdictEvent>> {
     let mut verdicts: BTreeMap<String, Vec<VerdictEvent>> = BTreeMap::new();
     for event in history {
-        verdicts.entry(event.verdict.id()).or_default().push(event.clone());
+        verdicts
+            .entry(event.verdict.id.clone())
+            .or_default()
+            .push(event.clone());
     }
     verdicts
 }
