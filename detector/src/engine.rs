@@ -802,7 +802,7 @@ impl Detector {
             let host_of = |name: &String| self.instances.get(name).map(|info| info.host.as_str());
             let neighbour = open.iter().position(|incident| {
                 let open = &incident.verdict;
-                !matches!(open.kind.as_str(), "dc_degradation" | "link_degradation")
+                (host_may_explain(&open.kind) || open.kind == "host_saturation")
                     && open.service != leader.service
                     && open
                         .instances
@@ -1119,9 +1119,6 @@ impl Detector {
                 return Some("dc_degradation".to_string());
             }
         }
-        if self.co_located(anomalies, candidates).len() >= 2 {
-            return Some("host_saturation".to_string());
-        }
         let own: Vec<&Anomaly> = anomalies.iter().filter(|a| a.instance == leader.instance).collect();
         let has = |class: Class| own.iter().any(|a| a.class == class && a.peer.is_none());
         let roles = self.roles_of(&leader.instance);
@@ -1162,6 +1159,10 @@ impl Detector {
         } else {
             "unknown"
         };
+        // A starved host slows what runs on it; it does not kill, restart or drop sessions.
+        if host_may_explain(kind) && self.co_located(anomalies, candidates).len() >= 2 {
+            return Some("host_saturation".to_string());
+        }
         Some(kind.to_string())
     }
 
@@ -1434,6 +1435,18 @@ fn tied(candidates: &[Candidate]) -> bool {
         [first, second, ..] => (first.score - second.score).abs() <= 1e-9 * first.score.abs().max(1.0),
         _ => false,
     }
+}
+
+/// Whether one instance's trouble of `kind` may be its host's: slowness, a hang, exhausted
+/// pools, a swollen mailbox, a surge of retries or trouble of no known kind, all of which a
+/// starved host (CPU steal, memory pressure) causes. A dead process (`node_loss`, whose own
+/// exporter reports it down), a restart (`cold_start`, `transient`), dropped sessions and
+/// the network's kinds are never renamed `host_saturation`.
+fn host_may_explain(kind: &str) -> bool {
+    matches!(
+        kind,
+        "slow_node" | "node_hang" | "pool_exhaustion" | "mailbox_overload" | "retry_storm" | "unknown"
+    )
 }
 
 /// Whether an open verdict of kind `open` is renamed `new` while its instance still leads:
@@ -1854,6 +1867,65 @@ mod tests {
         let candidates = detector.rank(&callers);
         assert_eq!(candidates[0].instance, "r22");
         assert!(detector.co_located(&callers, &candidates).is_empty(), "{candidates:?}");
+    }
+
+    /// A dead Redis node's caller on the node's host, slower than its siblings (on a busy
+    /// machine one caller's scrape lands first): still a node loss. A starved host slows the
+    /// processes on it; it does not kill one, so neither the new verdict's kind nor an open
+    /// node loss turns into `host_saturation`.
+    #[test]
+    fn a_dead_node_is_not_blamed_on_its_host_for_a_caller_placed_beside_it() {
+        let mut detector = three_datacenters();
+        detector.roles.insert("r22".into(), BTreeSet::from([Role::Cache]));
+        detector.observe(0, &info("b24", "dc-2", "h25", "backend"), Vec::new());
+        let callers = || -> Vec<Anomaly> {
+            let mut anomalies: Vec<Anomaly> = ["b11", "b21", "b31"]
+                .into_iter()
+                .map(|caller| anomaly(caller, Class::Latency, Some("r22"), 0))
+                .collect();
+            anomalies.push(Anomaly {
+                metric: "redis_up".into(),
+                score: 50.0,
+                ..anomaly("r22", Class::Availability, None, 0)
+            });
+            anomalies
+        };
+        // The caller beside it: slow requests, errors and waiting threads, all its own.
+        let mut beside = callers();
+        for (metric, class) in [
+            ("http_p99", Class::Latency),
+            ("pool_acquire", Class::Latency),
+            ("http_5xx", Class::Errors),
+            ("jetty_busy", Class::Saturation),
+        ] {
+            beside.push(Anomaly {
+                metric: metric.into(),
+                score: 30.0,
+                ..anomaly("b24", class, None, 0)
+            });
+        }
+        let candidates = detector.rank(&beside);
+        assert_eq!(candidates[0].instance, "r22");
+        assert_eq!(detector.co_located(&beside, &candidates), ["r22", "b24"]);
+        assert_eq!(detector.kind(&beside, &candidates).as_deref(), Some("node_loss"));
+
+        // The node's verdict opens on its callers alone, then the caller beside it stands out.
+        let mut kinds = Vec::new();
+        for round in 0..6 {
+            let anomalies = if round < 3 { callers() } else { beside.clone() };
+            let mut assessment = ranked(&detector, anomalies);
+            detector.lifecycle(&mut assessment);
+            kinds.extend(
+                assessment
+                    .incidents
+                    .iter()
+                    .filter(|verdict| verdict.instances.contains(&"r22".to_string()))
+                    .map(|verdict| verdict.kind.clone()),
+            );
+        }
+        assert!(!kinds.is_empty());
+        assert!(kinds.iter().all(|kind| kind == "node_loss"), "{kinds:?}");
+        assert!(!host_may_explain("node_loss") && host_may_explain("slow_node"));
     }
 
     /// A hung cache node's callers wait before its own exporter's scrape times out: the
