@@ -126,13 +126,13 @@ pub(crate) fn run(args: &EvalArgs) -> ExitCode {
     let fitted = if args.calibrate {
         let points: Vec<_> = results
             .iter()
-            .flat_map(|r| r.calibration_points.iter().copied())
+            .flat_map(|r| r.calibration_points.iter().cloned())
             .collect();
         match epicenter_eval::scenarios::fit_confidence(&points) {
             Ok(model) => {
                 let fitted: Vec<(f64, bool)> = points
                     .iter()
-                    .map(|point| (model.probability(point.share, point.score), point.right))
+                    .map(|point| (model.probability(point.share, point.score, &point.kind), point.right))
                     .collect();
                 Some((model, epicenter_eval::scenarios::calibration(&fitted)))
             }
@@ -151,6 +151,7 @@ pub(crate) fn run(args: &EvalArgs) -> ExitCode {
                 "intercept": model.intercept,
                 "share": model.share,
                 "log_score": model.log_score,
+                "unknown": model.unknown,
                 "calibration": calibration,
             });
         }
@@ -159,10 +160,11 @@ pub(crate) fn run(args: &EvalArgs) -> ExitCode {
         print!("{}", epicenter_eval::report::table(&results, &summary));
         if let Some((model, calibration)) = &fitted {
             println!(
-                "\nfitted confidence model: intercept {:.4}, share {:.4}, log_score {:.4}; on these incidents Brier {:.3}, reliability: {}",
+                "\nfitted confidence model: intercept {:.4}, share {:.4}, log_score {:.4}, unknown {:.4}; on these incidents Brier {:.3}, reliability: {}",
                 model.intercept,
                 model.share,
                 model.log_score,
+                model.unknown,
                 calibration.brier.unwrap_or(f64::NAN),
                 calibration
                     .bins

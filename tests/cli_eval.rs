@@ -428,7 +428,7 @@ fn confidence_is_calibrated_on_random_scenarios_it_was_not_fitted_on() {
     );
     let fitted = eval(&["--random", "30", "--seed", "0", "--calibrate"]);
     let model = &fitted["fitted_confidence"];
-    for key in ["intercept", "share", "log_score"] {
+    for key in ["intercept", "share", "log_score", "unknown"] {
         assert!(model[key].as_f64().unwrap().is_finite(), "{model}");
     }
 }

@@ -174,10 +174,11 @@ pub struct Settings {
 }
 
 /// A logistic model of the probability that a verdict names the right root (host and kind):
-/// `1 / (1 + e^−(intercept + share × leader_share + log_score × ln(leader score)))`, fitted by
-/// `epicenter eval --calibrate` (maximum likelihood, Newton's method) on the random scenario
-/// corpus's calibration seeds and checked on seeds never fitted on (docs/detector.md,
-/// "Confidence").
+/// `1 / (1 + e^−(intercept + share × leader_share + log_score × ln(leader score) + unknown ×
+/// [kind is unknown]))`, fitted by `epicenter eval --calibrate` (maximum likelihood, Newton's
+/// method) on the random scenario corpus's calibration seeds and checked on seeds never fitted
+/// on (docs/detector.md, "Confidence"). An `unknown` verdict names no kind, so it is right
+/// only as far as its host is; its own term says how much less often that holds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ConfidenceModel {
     /// Log-odds at a share of 0 and a leader score of 1.
@@ -186,26 +187,31 @@ pub struct ConfidenceModel {
     pub share: f64,
     /// Log-odds per unit of the natural logarithm of the leader's score.
     pub log_score: f64,
+    /// Log-odds added when the verdict's kind is `unknown`.
+    pub unknown: f64,
 }
 
 impl ConfidenceModel {
-    /// The probability for a verdict whose leader has `share` of the top three scores and
-    /// `score`, 0..1.
-    pub fn probability(&self, share: f64, score: f64) -> f64 {
-        let z = self.intercept + self.share * share + self.log_score * score.max(1e-3).ln();
+    /// The probability, 0..1, for a verdict of `kind` whose leader has `share` of the top
+    /// three scores and `score`.
+    pub fn probability(&self, share: f64, score: f64, kind: &str) -> f64 {
+        let unknown = if kind == "unknown" { 1.0 } else { 0.0 };
+        let z = self.intercept + self.share * share + self.log_score * score.max(1e-3).ln() + self.unknown * unknown;
         1.0 / (1.0 + (-z).exp())
     }
 }
 
 impl Default for ConfidenceModel {
-    /// Fitted on 2026-12-04 by `epicenter eval --random 400 --seed 0 --calibrate` (the
-    /// calibration seeds; 492 incidents, in-sample Brier score 0.021): a leader with a large
-    /// score is almost always right, a weak one often is not.
+    /// Fitted on 2026-12-04 by `epicenter eval --random 800 --seed 0 --calibrate` (the
+    /// calibration seeds 0–799; 1,014 incidents, in-sample Brier score 0.017): a verdict
+    /// that names a kind is right about 98 % of the time whatever its score (the score and
+    /// share separate little among them), an `unknown` one never names the kind.
     fn default() -> Self {
         ConfidenceModel {
-            intercept: -0.5575,
-            share: -1.2869,
-            log_score: 2.7699,
+            intercept: 3.2946,
+            share: 1.7634,
+            log_score: -0.1514,
+            unknown: -9.5977,
         }
     }
 }
@@ -322,7 +328,10 @@ struct Incident {
 /// its service the incident reaches: its strongest own anomaly under twice their median (so
 /// a retry storm in dc-2, whose API instances suffer far more than every other datacenter's,
 /// is not explained by a Redis node every backend calls, while a slow database's callers in
-/// its datacenter, all suffering alike, are explained by it).
+/// its datacenter, all suffering alike, are explained by it). A direct caller of what the
+/// incident names is compared with the other direct callers of its service only (a starved
+/// host's backend slows the API instances of its own datacenter, which call it, and not the
+/// other datacenters' API instances, which the host reaches only through Redis).
 #[derive(Debug, Default)]
 struct Scope {
     named: BTreeSet<String>,
@@ -1007,26 +1016,33 @@ impl Detector {
         edges
     }
 
-    /// The instances that reach `start` through `edges` (callers, directly or through others,
-    /// when `upward`; callees otherwise), keeping to a datacenter along edges whose calls stay
-    /// within one.
-    fn reach(&self, start: &[&InstanceInfo], edges: &ServiceEdges, upward: bool) -> BTreeSet<String> {
+    /// The instances that reach `start` through `edges` in at most `hops` calls (callers,
+    /// directly or through others, when `upward`; callees otherwise), keeping to a datacenter
+    /// along edges whose calls stay within one. `usize::MAX` hops: everything reachable.
+    fn reach(&self, start: &[&InstanceInfo], edges: &ServiceEdges, upward: bool, hops: usize) -> BTreeSet<String> {
         let mut seen: BTreeSet<(String, Option<String>)> = BTreeSet::new();
-        let mut work: Vec<(String, Option<String>)> = start
+        let mut frontier: Vec<(String, Option<String>)> = start
             .iter()
             .map(|info| (info.service.clone(), Some(info.dc.clone())))
             .collect();
-        while let Some((service, dc)) = work.pop() {
-            for ((caller, callee), same_dc) in edges {
-                let (from, to) = if upward { (callee, caller) } else { (caller, callee) };
-                if *from != service {
-                    continue;
-                }
-                let next = (to.clone(), if *same_dc { dc.clone() } else { None });
-                if seen.insert(next.clone()) {
-                    work.push(next);
+        for _ in 0..hops {
+            let mut next_frontier = Vec::new();
+            for (service, dc) in frontier {
+                for ((caller, callee), same_dc) in edges {
+                    let (from, to) = if upward { (callee, caller) } else { (caller, callee) };
+                    if *from != service {
+                        continue;
+                    }
+                    let next = (to.clone(), if *same_dc { dc.clone() } else { None });
+                    if seen.insert(next.clone()) {
+                        next_frontier.push(next);
+                    }
                 }
             }
+            if next_frontier.is_empty() {
+                break;
+            }
+            frontier = next_frontier;
         }
         self.instances
             .values()
@@ -1057,18 +1073,30 @@ impl Detector {
             verdict.instances.iter().cloned().collect()
         };
         let infos: Vec<&InstanceInfo> = named.iter().filter_map(|name| self.instances.get(name)).collect();
-        let upstream = self.reach(&infos, edges, true);
-        // Per service, the median strength of the upstream instances (no trouble counts 0).
-        let mut by_service: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        let upstream = self.reach(&infos, edges, true, usize::MAX);
+        // A direct caller of what the incident names is compared with the other direct callers
+        // of its service (they all call the same failing thing); a more distant caller with
+        // every upstream instance of its service.
+        let direct = self.reach(&infos, edges, true, 1);
+        // Per group, the median strength of its instances (no trouble counts 0).
+        let mut by_group: BTreeMap<(&str, bool), Vec<f64>> = BTreeMap::new();
         for name in &upstream {
             if let Some(info) = self.instances.get(name) {
-                by_service
-                    .entry(info.service.as_str())
+                let strength = self.strength.get(name).copied().unwrap_or(0.0);
+                by_group
+                    .entry((info.service.as_str(), direct.contains(name)))
                     .or_default()
-                    .push(self.strength.get(name).copied().unwrap_or(0.0));
+                    .push(strength);
+                if direct.contains(name) {
+                    // A direct caller also counts among its service's whole upstream.
+                    by_group
+                        .entry((info.service.as_str(), false))
+                        .or_default()
+                        .push(strength);
+                }
             }
         }
-        let medians: BTreeMap<&str, f64> = by_service
+        let medians: BTreeMap<(&str, bool), f64> = by_group
             .into_iter()
             .map(|(service, mut values)| {
                 values.sort_by(f64::total_cmp);
@@ -1088,7 +1116,7 @@ impl Detector {
                 let typical = self
                     .instances
                     .get(*name)
-                    .and_then(|info| medians.get(info.service.as_str()))
+                    .and_then(|info| medians.get(&(info.service.as_str(), direct.contains(*name))))
                     .copied()
                     .unwrap_or(0.0);
                 strength > 0.0 && strength >= 2.0 * typical
@@ -1096,7 +1124,7 @@ impl Detector {
             .cloned()
             .collect();
         Scope {
-            downstream: self.reach(&infos, edges, false),
+            downstream: self.reach(&infos, edges, false, usize::MAX),
             load: verdict.kind == "retry_storm",
             named,
             upstream,
@@ -1408,6 +1436,7 @@ impl Detector {
                 dcs
             }
         };
+        let confidence = self.settings.confidence.probability(share, leader.score, &kind);
         Verdict {
             id: format!("{time_ms}-{}", instances.first().map_or("", String::as_str)),
             kind,
@@ -1418,7 +1447,7 @@ impl Detector {
             instances,
             // Three decimals: a share, not a measurement (`0.92`, never `0.9198606271777003`
             // in the tables, the API and alerts).
-            confidence: (self.settings.confidence.probability(share, leader.score) * 1000.0).round() / 1000.0,
+            confidence: (confidence * 1000.0).round() / 1000.0,
             leader_share: (share * 1000.0).round() / 1000.0,
             candidates: candidates.iter().take(5).cloned().collect(),
             evidence: relevant,

@@ -388,6 +388,7 @@ pub fn evaluate(scenario: &Scenario, rules: Vec<Rule>, mut trace: Option<&mut dy
                 CalibrationPoint {
                     share: verdict.leader_share,
                     score: verdict.candidates.first().map_or(0.0, |leader| leader.score),
+                    kind: verdict.kind.clone(),
                     right: *right,
                 }
             })
@@ -428,47 +429,57 @@ pub struct ReliabilityBin {
 }
 
 /// One incident's inputs to the confidence model and whether it was right.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CalibrationPoint {
     /// The leader's share of the top three candidates' scores ([`Verdict::leader_share`]).
     pub share: f64,
     /// The leader's score.
     pub score: f64,
+    /// The kind the incident opened with.
+    pub kind: String,
     /// Whether the incident was right ([`ScenarioResult::confidences`]).
     pub right: bool,
 }
 
+/// Coefficients of the confidence model, in [`ConfidenceModel`]'s order: intercept, share,
+/// ln(score), unknown kind.
+const FEATURES: usize = 4;
+
 /// The logistic [`ConfidenceModel`] of most likelihood for `points` (Newton's method,
 /// iteratively reweighted least squares, with a small ridge of 0.01 on the coefficients so
-/// that a corpus without a wrong incident still gives finite ones). Errors: no points.
+/// that a corpus without a wrong incident, or without an `unknown` one, still gives finite
+/// ones). Errors: no points, or a singular fit.
 pub fn fit_confidence(points: &[CalibrationPoint]) -> Result<ConfidenceModel, String> {
     if points.is_empty() {
         return Err("no incidents to fit the confidence on".to_string());
     }
     const RIDGE: f64 = 0.01;
-    let features = |point: &CalibrationPoint| [1.0, point.share, point.score.max(1e-3).ln()];
-    let mut beta = [0.0f64; 3];
+    let features = |point: &CalibrationPoint| {
+        let unknown = if point.kind == "unknown" { 1.0 } else { 0.0 };
+        [1.0, point.share, point.score.max(1e-3).ln(), unknown]
+    };
+    let mut beta = [0.0f64; FEATURES];
     for _ in 0..100 {
-        let mut gradient = [0.0f64; 3];
-        let mut hessian = [[0.0f64; 3]; 3];
+        let mut gradient = [0.0f64; FEATURES];
+        let mut hessian = [[0.0f64; FEATURES]; FEATURES];
         for point in points {
             let x = features(point);
-            let z: f64 = (0..3).map(|i| x[i] * beta[i]).sum();
+            let z: f64 = (0..FEATURES).map(|i| x[i] * beta[i]).sum();
             let p = 1.0 / (1.0 + (-z).exp());
             let y = if point.right { 1.0 } else { 0.0 };
-            for i in 0..3 {
+            for i in 0..FEATURES {
                 gradient[i] += (y - p) * x[i];
-                for j in 0..3 {
+                for j in 0..FEATURES {
                     hessian[i][j] += p * (1.0 - p) * x[i] * x[j];
                 }
             }
         }
-        for i in 0..3 {
+        for i in 0..FEATURES {
             gradient[i] -= RIDGE * beta[i];
             hessian[i][i] += RIDGE;
         }
-        let step = solve3(hessian, gradient).ok_or("the fit is singular: too few distinct incidents")?;
-        for i in 0..3 {
+        let step = solve(hessian, gradient).ok_or("the fit is singular: too few distinct incidents")?;
+        for i in 0..FEATURES {
             beta[i] += step[i];
         }
         if step.iter().all(|value| value.abs() < 1e-10) {
@@ -479,21 +490,22 @@ pub fn fit_confidence(points: &[CalibrationPoint]) -> Result<ConfidenceModel, St
         intercept: beta[0],
         share: beta[1],
         log_score: beta[2],
+        unknown: beta[3],
     })
 }
 
-/// `a⁻¹ b` for a 3 × 3 system by Gaussian elimination with partial pivoting; `None` when `a`
+/// `a⁻¹ b` for an N × N system by Gaussian elimination with partial pivoting; `None` when `a`
 /// is singular.
-fn solve3(mut a: [[f64; 3]; 3], mut b: [f64; 3]) -> Option<[f64; 3]> {
-    for column in 0..3 {
-        let pivot = (column..3).max_by(|&x, &y| a[x][column].abs().total_cmp(&a[y][column].abs()))?;
+fn solve<const N: usize>(mut a: [[f64; N]; N], mut b: [f64; N]) -> Option<[f64; N]> {
+    for column in 0..N {
+        let pivot = (column..N).max_by(|&x, &y| a[x][column].abs().total_cmp(&a[y][column].abs()))?;
         if a[pivot][column].abs() < 1e-12 {
             return None;
         }
         a.swap(column, pivot);
         b.swap(column, pivot);
         let pivot_row = a[column];
-        for row in column + 1..3 {
+        for row in column + 1..N {
             let factor = a[row][column] / pivot_row[column];
             for (value, above) in a[row].iter_mut().zip(pivot_row).skip(column) {
                 *value -= factor * above;
@@ -501,9 +513,9 @@ fn solve3(mut a: [[f64; 3]; 3], mut b: [f64; 3]) -> Option<[f64; 3]> {
             b[row] -= factor * b[column];
         }
     }
-    let mut x = [0.0; 3];
-    for row in (0..3).rev() {
-        let rest: f64 = (row + 1..3).map(|k| a[row][k] * x[k]).sum();
+    let mut x = [0.0; N];
+    for row in (0..N).rev() {
+        let rest: f64 = (row + 1..N).map(|k| a[row][k] * x[k]).sum();
         x[row] = (b[row] - rest) / a[row][row];
     }
     Some(x)
@@ -654,6 +666,42 @@ mod tests {
         assert_eq!((bins[2].0, bins[2].1, bins[2].3), (0.9, 2, 1.0));
         assert!((bins[2].2 - 0.975).abs() < 1e-12);
         assert_eq!(calibration(&[]).brier, None);
+    }
+
+    /// Four cells of incidents with four distinct feature vectors: the logistic model with four
+    /// coefficients is saturated, so at the maximum likelihood each cell's probability is the
+    /// share of its incidents that was right (up to the small ridge).
+    #[test]
+    fn the_fitted_confidence_reproduces_each_cells_share_when_the_model_is_saturated() {
+        let e = std::f64::consts::E;
+        let cells = [
+            (0.5, 1.0, "slow_node", 5),
+            (0.5, e * e, "node_loss", 8),
+            (0.9, 1.0, "slow_node", 3),
+            (0.5, 1.0, "unknown", 1),
+        ];
+        let mut points = Vec::new();
+        for (share, score, kind, right) in cells {
+            for n in 0..10 {
+                points.push(CalibrationPoint {
+                    share,
+                    score,
+                    kind: kind.to_string(),
+                    right: n < right,
+                });
+            }
+        }
+        let model = fit_confidence(&points).unwrap();
+        for (share, score, kind, right) in cells {
+            let fitted = model.probability(share, score, kind);
+            let observed = f64::from(right) / 10.0;
+            assert!(
+                (fitted - observed).abs() < 0.02,
+                "{kind} at {share}, {score}: {fitted} vs {observed} ({model:?})"
+            );
+        }
+        assert!(model.unknown < 0.0, "{model:?}");
+        assert!(fit_confidence(&[]).is_err());
     }
 
     #[test]

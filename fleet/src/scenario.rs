@@ -717,18 +717,19 @@ impl Scenario {
             );
         }
         let shape = &self.fleet;
+        // Large enough for a fleet of several thousand targets (scripts/quiet serves 5,000).
         for (path, value, max) in [
             ("fleet.datacenters", shape.datacenters, 16),
-            ("fleet.hosts_per_datacenter", shape.hosts_per_datacenter, 64),
+            ("fleet.hosts_per_datacenter", shape.hosts_per_datacenter, 1024),
             (
                 "fleet.api.instances_per_datacenter",
                 shape.api.instances_per_datacenter,
-                64,
+                1024,
             ),
             (
                 "fleet.backend.instances_per_datacenter",
                 shape.backend.instances_per_datacenter,
-                128,
+                1024,
             ),
             ("fleet.redis.nodes_per_datacenter", shape.redis.nodes_per_datacenter, 32),
             ("fleet.backend.redis_pool_size", shape.backend.redis_pool_size, 256),
@@ -737,9 +738,9 @@ impl Scenario {
             (
                 "fleet.beam.gateways_per_datacenter",
                 shape.beam.gateways_per_datacenter,
-                64,
+                1024,
             ),
-            ("fleet.beam.media_per_datacenter", shape.beam.media_per_datacenter, 64),
+            ("fleet.beam.media_per_datacenter", shape.beam.media_per_datacenter, 1024),
         ] {
             if value == 0 || value > max {
                 return fail(path, format!("{value} must be between 1 and {max}"));
