@@ -146,11 +146,11 @@ fn a_node_loss_demo_names_the_node_and_replay_agrees() {
     let live = sql_rows(
         &run.data,
         &format!(
-            "SELECT kind, dc, hosts[1] FROM verdicts WHERE state = 'opened'
+            "SELECT kind, dc, dcs, hosts[1] FROM verdicts WHERE state = 'opened'
              AND time >= fromUnixTimestamp64Milli({onset_ms}) ORDER BY time LIMIT 1"
         ),
     );
-    assert_eq!(live, [["node_loss", "dc-2", "dc-2-host-3"]], "{live:?}");
+    assert_eq!(live, [["node_loss", "dc-2", "['dc-2']", "dc-2-host-3"]], "{live:?}");
     // Confidence is a share to three decimals in the table (never 0.9198606271777003).
     for row in sql_rows(&run.data, "SELECT toString(confidence) FROM verdicts") {
         let decimals = row[0].split('.').nth(1).map_or(0, str::len);

@@ -21,6 +21,7 @@ pub mod dns_sd;
 pub mod exposition;
 pub mod headers;
 pub mod job;
+pub mod lag;
 pub mod redis_observer;
 pub mod relabel;
 pub mod scrape;

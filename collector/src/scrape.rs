@@ -146,6 +146,18 @@ pub enum ScrapeError {
     /// No answer within `scrape_timeout`.
     #[error("scrape timed out after {0:?}")]
     Timeout(Duration),
+    /// No answer within `scrape_timeout` while epicenter itself was starved: its runtime woke
+    /// up to `lag` late during the scrape ([`crate::lag`]), so the target is not to blame.
+    #[error(
+        "starved: scrape timed out after {timeout:?} while epicenter itself ran {} ms late (its runtime was starved of CPU); not counted against the target",
+        .lag.as_millis()
+    )]
+    Starved {
+        /// The target's `scrape_timeout`.
+        timeout: Duration,
+        /// The largest scheduling lag measured during the scrape.
+        lag: Duration,
+    },
     /// Connection or protocol failure.
     #[error("request failed: {0}")]
     Request(String),
@@ -255,6 +267,7 @@ impl Scraper {
         context: &ScrapeContext,
         state: &mut TargetState,
     ) -> ScrapeOutcome {
+        crate::lag::start_probe();
         let started_ms = context.clock.now_ms();
         let started = Instant::now();
         let fetched = match &job.config.redis_observer {
@@ -284,6 +297,15 @@ impl Scraper {
             Ok(Err(error)) => Err(error),
             Err(_) => Err(ScrapeError::Timeout(target.timeout)),
         };
+        // A timeout while epicenter's own runtime ran late is epicenter's, not the target's.
+        let body = match body {
+            Err(ScrapeError::Timeout(timeout)) => match crate::lag::starved_during(started, Instant::now(), timeout) {
+                Some(lag) => Err(ScrapeError::Starved { timeout, lag }),
+                None => Err(ScrapeError::Timeout(timeout)),
+            },
+            other => other,
+        };
+        let starved = matches!(body, Err(ScrapeError::Starved { .. }));
         let target_placement = Placement::of(&target.labels, &context.placement);
         state.generation += 1;
         let generation = state.generation;
@@ -482,6 +504,7 @@ impl Scraper {
             error,
             target_identity: target.identity,
             skipped: false,
+            starved,
         };
         ScrapeOutcome { rows, report }
     }
@@ -892,6 +915,7 @@ pub fn skipped_outcome(
             error: Some(error),
             target_identity: target.identity,
             skipped: true,
+            starved: false,
         },
     }
 }

@@ -164,7 +164,8 @@ pub struct Settings {
     /// Rounds weaker evidence must last. Default 6.
     pub weak_rounds: u32,
     /// Rounds a leader whose evidence is latency alone must lead: a starved or briefly
-    /// paused process shows a second or two of latency and nothing else. Default 3.
+    /// paused process shows a second or two of latency and nothing else. Default 3. Not for
+    /// `host_saturation`, whose latency is corroborated by two services' instances.
     pub latency_rounds: u32,
     /// A counter falling by less than this fraction of its value is a glitch, not a reset
     /// ([`crate::signal::COUNTER_GLITCH`], 0.1; 0 reads every decrease as a reset).
@@ -894,8 +895,8 @@ impl Detector {
     }
 
     /// Whether `leader` has led long enough, on `anomalies`, to open an incident of `kind`:
-    /// strong evidence for `confirm_rounds` (`latency_rounds` when it is latency alone, what a
-    /// starved or paused process shows for a second or two), weaker evidence for
+    /// strong evidence for `confirm_rounds` (`latency_rounds` when it is one instance's latency
+    /// alone, what a starved or paused process shows for a second or two), weaker evidence for
     /// `weak_rounds`; never a `transient` restart, never while the detector is behind.
     fn confirmed(&self, anomalies: &[Anomaly], leader: &Candidate, rounds: u32, kind: Option<&str>) -> bool {
         let name = leader.instance.as_str();
@@ -903,12 +904,15 @@ impl Detector {
             .iter()
             .filter(|a| a.instance == name || a.peer.as_deref() == Some(name))
             .all(|a| a.class == Class::Latency);
+        // Latency at instances of two services on one host at once is not one process's
+        // pause: a host's saturation confirms like any other fault.
+        let lone_latency = latency_only && kind != Some("host_saturation");
         let enough = if leader.score >= self.settings.min_score {
             rounds
                 >= self
                     .settings
                     .confirm_rounds
-                    .max(if latency_only { self.settings.latency_rounds } else { 0 })
+                    .max(if lone_latency { self.settings.latency_rounds } else { 0 })
         } else {
             rounds >= self.settings.weak_rounds
         };

@@ -102,6 +102,7 @@ impl VerdictEvent {
             state: self.state.clone(),
             kind: verdict.kind.clone(),
             dc: verdict.dc.clone(),
+            dcs: verdict.dcs.clone(),
             hosts: verdict.hosts.clone(),
             service: verdict.service.clone(),
             instances: verdict.instances.clone(),

@@ -10,7 +10,10 @@
 //!
 //! A round that runs late by a quarter of the tick or more (at least 25 ms) means epicenter
 //! itself is starved, and so, most likely, is everything beside it on the machine: that round
-//! and the next are judged behind ([`Detector::set_behind`]), which opens no verdict.
+//! and the next are judged behind ([`Detector::set_behind`]), which opens no verdict. So are
+//! a round in which the collector skipped a scheduled scrape or had one time out while it was
+//! starved ([`Batch::late`]), and the round after it: what epicenter failed to read is not
+//! evidence about the fleet.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -46,6 +49,10 @@ pub struct Batch {
     pub instance: InstanceInfo,
     /// (metric, labels, value) of the samples a rule reads.
     pub samples: Vec<(String, BTreeMap<String, String>, f64)>,
+    /// A scrape epicenter itself failed to make on time: skipped (the slot passed while it
+    /// was behind) or timed out while its runtime was starved. No samples; `time_ms` is the
+    /// slot's. It holds verdicts this round and the next.
+    pub late: bool,
 }
 
 /// The metric names any rule reads (with `_sum`/`_count` for means), as [`extract`] looks
@@ -66,9 +73,25 @@ pub fn rule_metrics(rules: &[Rule]) -> MetricNames {
 
 /// The part of `outcome` the detector reads: the target (named by its placement's instance,
 /// the label `placement.instance_label` names, else its `instance`) and the samples of
-/// families in `metrics` ([`rule_metrics`]). `None` for a scrape without samples.
+/// families in `metrics` ([`rule_metrics`]). `None` for a scrape without samples. A scrape
+/// epicenter skipped or that timed out while it was starved (`report.skipped`,
+/// `report.starved`) is a [`Batch::late`] without samples: its `up` 0 is epicenter's
+/// lateness, not the target's availability.
 pub fn extract(outcome: &ScrapeOutcome, metrics: &MetricNames) -> Option<Batch> {
     let report = &outcome.report;
+    if report.skipped || report.starved {
+        return Some(Batch {
+            time_ms: report.timestamp_ms,
+            instance: InstanceInfo {
+                name: report.instance_name().to_string(),
+                dc: report.placement.dc.clone(),
+                host: report.placement.host.clone(),
+                service: report.placement.service.clone(),
+            },
+            samples: Vec::new(),
+            late: true,
+        });
+    }
     let name = report.instance_name().to_string();
     let samples: Vec<(String, BTreeMap<String, String>, f64)> = outcome
         .rows
@@ -86,6 +109,7 @@ pub fn extract(outcome: &ScrapeOutcome, metrics: &MetricNames) -> Option<Batch> 
             service: report.placement.service.clone(),
         },
         samples,
+        late: false,
     })
 }
 
@@ -108,9 +132,16 @@ pub struct Round {
     /// How long judging this round took (wall clock, tokio's clock): observing the batches
     /// that arrived since the last round, assessing, and building the round.
     pub duration: Duration,
-    /// When this round was judged behind (it or the round before ran late by [`late_after`]
-    /// the tick or more; no verdict opened, none was taken over): the larger of the two lags.
+    /// When this round was judged behind because it or the round before ran late by
+    /// [`late_after`] the tick or more: the larger of the two lags.
     pub held_by: Option<Duration>,
+    /// Scrapes the collector skipped or had time out while starved since the last round
+    /// ([`Batch::late`]).
+    pub late_scrapes: u64,
+    /// Whether this round was judged behind (no verdict opened, none was taken over): by
+    /// the detector's own lag ([`Round::held_by`]), or by late scrapes in it or the round
+    /// before.
+    pub held: bool,
 }
 
 /// How often [`BehindNotice`] speaks, at most.
@@ -124,17 +155,22 @@ pub struct BehindNotice {
 
 impl BehindNotice {
     /// The line to print for `round`, if it was held and nothing was said in the last
-    /// minute: it names the lag that held it ([`Round::held_by`]).
+    /// minute: it names what held it (the lag, [`Round::held_by`], or the late scrapes).
     pub fn note(&mut self, round: &Round) -> Option<String> {
-        let lag = round.held_by?;
-        if self.said.is_some_and(|said| said.elapsed() < BEHIND_SAID_EVERY) {
+        if !round.held || self.said.is_some_and(|said| said.elapsed() < BEHIND_SAID_EVERY) {
             return None;
         }
         self.said = Some(std::time::Instant::now());
-        Some(format!(
-            "behind: a detector round started {} ms late (this machine is starved); new verdicts wait until rounds keep time (epicenter_detector_rounds_held_total counts them)",
-            lag.as_millis()
-        ))
+        Some(match round.held_by {
+            Some(lag) => format!(
+                "behind: a detector round started {} ms late (this machine is starved); new verdicts wait until rounds keep time (epicenter_detector_rounds_held_total counts them)",
+                lag.as_millis()
+            ),
+            None => format!(
+                "behind: {} scrapes since the last detector round were skipped or timed out while epicenter was starved (epicenter_scrapes_skipped_total, epicenter_scrapes_starved_total); new verdicts wait until scrapes keep time (epicenter_detector_rounds_held_total counts the rounds)",
+                round.late_scrapes
+            ),
+        })
     }
 }
 
@@ -158,6 +194,8 @@ pub async fn run(
     let mut interval_ms: Option<i64> = None;
     let mut latest_ms = 0i64;
     let mut previous_lag = Duration::ZERO;
+    let mut late_scrapes = 0u64;
+    let mut previous_late_scrapes = 0u64;
     let late = late_after(tick);
     let mut ticks = tokio::time::interval(tick);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -165,6 +203,10 @@ pub async fn run(
         tokio::select! {
             batch = inbox.recv() => {
                 let Some(batch) = batch else { return };
+                if batch.late {
+                    late_scrapes += 1;
+                    continue;
+                }
                 // The interval is the median of the first gaps between one target's samples
                 // (robust to scheduling jitter); fixed once INTERVAL_GAPS are known.
                 if let Some(before) = previous.insert(batch.instance.name.clone(), batch.time_ms) {
@@ -184,6 +226,9 @@ pub async fn run(
                 let lag = tokio::time::Instant::now().saturating_duration_since(scheduled);
                 let behind = (lag >= late || previous_lag >= late).then(|| lag.max(previous_lag));
                 previous_lag = lag;
+                let held = behind.is_some() || late_scrapes > 0 || previous_late_scrapes > 0;
+                let this_round_late = late_scrapes;
+                previous_late_scrapes = std::mem::take(&mut late_scrapes);
                 let Some(interval) = interval_ms.filter(|_| gaps.len() >= FIRST_GAPS) else { continue };
                 let started = tokio::time::Instant::now();
                 let detector = detector.get_or_insert_with(|| {
@@ -193,7 +238,7 @@ pub async fn run(
                     let samples = batch.samples.iter().map(|(name, labels, value)| (name.as_str(), labels.clone(), *value));
                     detector.observe(batch.time_ms, &batch.instance, samples);
                 }
-                detector.set_behind(behind.is_some());
+                detector.set_behind(held);
                 let assessment = detector.assess(latest_ms);
                 let instances = detector.instances();
                 let mut round = Round {
@@ -205,6 +250,8 @@ pub async fn run(
                     lag,
                     duration: Duration::ZERO,
                     held_by: behind,
+                    late_scrapes: this_round_late,
+                    held,
                 };
                 round.duration = started.elapsed();
                 if out.send(round).await.is_err() {
@@ -230,6 +277,7 @@ mod tests {
                 service: "redis".into(),
             },
             samples: Vec::new(),
+            late: false,
         }
     }
 
@@ -272,6 +320,56 @@ mod tests {
         detector.await.unwrap();
     }
 
+    /// Scrapes the collector skipped or had time out while starved hold the round they arrive
+    /// in and the next (no verdict opens on what epicenter failed to read), and the notice
+    /// says so with their count.
+    #[tokio::test(flavor = "current_thread")]
+    async fn late_scrapes_hold_their_round_and_the_next() {
+        let tick = Duration::from_millis(100);
+        let (batches, inbox) = mpsc::channel(64);
+        let (out, mut rounds) = mpsc::channel(64);
+        let (_stop, shutdown) = watch::channel(false);
+        let detector = tokio::spawn(run(
+            Vec::new(),
+            Vec::new(),
+            Settings::default(),
+            tick,
+            inbox,
+            out,
+            shutdown,
+        ));
+        for second in 0..=6 {
+            batches.send(batch(second * 1_000)).await.unwrap();
+        }
+        let first = rounds.recv().await.unwrap();
+        assert_eq!(first.late_scrapes, 0);
+        for _ in 0..2 {
+            batches
+                .send(Batch {
+                    late: true,
+                    ..batch(7_000)
+                })
+                .await
+                .unwrap();
+        }
+        let mut round = rounds.recv().await.unwrap();
+        while round.late_scrapes == 0 {
+            round = rounds.recv().await.unwrap();
+        }
+        assert!(round.held, "{:?}", round.late_scrapes);
+        let mut late = round.late_scrapes;
+        let next = rounds.recv().await.unwrap();
+        assert!(next.held, "the round after late scrapes was not held");
+        late += next.late_scrapes;
+        assert_eq!(late, 2);
+        // Late batches carry no samples: the round time stays the last sample's.
+        assert_eq!(round.time_ms, 6_000);
+        let line = BehindNotice::default().note(&Round { held_by: None, ..round });
+        assert!(line.is_some_and(|line| line.contains("scrapes since the last detector round were skipped")));
+        drop(batches);
+        detector.await.unwrap();
+    }
+
     #[test]
     fn being_behind_is_said_once_a_minute_with_the_lag_that_held_it() {
         let round = |lag_ms: u64, held_by_ms: Option<u64>| Round {
@@ -283,6 +381,8 @@ mod tests {
             lag: Duration::from_millis(lag_ms),
             duration: Duration::ZERO,
             held_by: held_by_ms.map(Duration::from_millis),
+            late_scrapes: 0,
+            held: held_by_ms.is_some(),
         };
         let mut notice = BehindNotice::default();
         assert_eq!(notice.note(&round(3, None)), None);
@@ -302,6 +402,48 @@ mod tests {
             line.starts_with("behind: a detector round started 700 ms late"),
             "{line}"
         );
+    }
+
+    /// A scrape that timed out while epicenter was starved gives the detector no samples,
+    /// only the news that it was late (its `up` 0 is epicenter's lateness); the same scrape
+    /// timed out on its own is read.
+    #[test]
+    fn a_starved_scrape_is_not_read_as_the_targets_availability() {
+        use epicenter_store::rows::{Placement, SampleRow, ScrapeReport, Series};
+        let up = Series::new("up".into(), Default::default(), &Default::default());
+        let outcome = |starved: bool| ScrapeOutcome {
+            rows: vec![SampleRow {
+                timestamp_ms: 5_000,
+                value: 0.0,
+                series: std::sync::Arc::new(up.clone()),
+            }],
+            report: ScrapeReport {
+                timestamp_ms: 5_000,
+                job: "redis".into(),
+                instance: "r1".into(),
+                placement: Placement::default(),
+                up: false,
+                duration_seconds: 0.5,
+                samples_scraped: 0,
+                samples_post_metric_relabeling: 0,
+                series_added: 0,
+                samples_duplicate: 0,
+                error: Some("timed out".into()),
+                target_identity: 1,
+                skipped: false,
+                starved,
+            },
+        };
+        let metrics: MetricNames = ["up".to_string()].into_iter().collect();
+        let read = extract(&outcome(false), &metrics).unwrap();
+        assert_eq!(read.samples.len(), 1);
+        assert_eq!(
+            (read.samples[0].0.as_str(), read.samples[0].2, read.late),
+            ("up", 0.0, false)
+        );
+        let starved = extract(&outcome(true), &metrics).unwrap();
+        assert!(starved.late && starved.samples.is_empty(), "{starved:?}");
+        assert_eq!((starved.time_ms, starved.instance.name.as_str()), (5_000, "r1"));
     }
 
     #[test]

@@ -384,6 +384,11 @@ pub struct Fault {
     pub peer_dc: Option<String>,
 }
 
+/// One fault parameter as validation sees it: its key, its value, the kinds it applies to,
+/// and its range (above the first bound, except `factor`, which may equal it; up to the
+/// second).
+type FaultParameter<'a> = (&'a str, Option<f64>, &'a [FaultKind], f64, f64);
+
 /// A planned operation: not a fault, so not in the ground truth (a good detector stays
 /// quiet).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -789,6 +794,55 @@ impl Scenario {
                     &format!("faults[{index}].peer_dc"),
                     format!("applies to link_degradation only, not {}", fault.kind.name()),
                 );
+            }
+            // Each kind's own parameters, in range; another kind's parameter is a mistake (it
+            // would be silently ignored).
+            let key = |name: &str| format!("faults[{index}].{name}");
+            let parameters: [FaultParameter<'_>; 5] = [
+                (
+                    "latency_seconds",
+                    fault.latency_seconds,
+                    &[
+                        FaultKind::SlowNode,
+                        FaultKind::SlowDatabase,
+                        FaultKind::DcDegradation,
+                        FaultKind::LinkDegradation,
+                        FaultKind::HostSaturation,
+                    ],
+                    0.0,
+                    3600.0,
+                ),
+                (
+                    "warmup_seconds",
+                    fault.warmup_seconds,
+                    &[FaultKind::ColdStart],
+                    0.0,
+                    86_400.0,
+                ),
+                ("factor", fault.factor, &[FaultKind::RetryStorm], 1.0, 1000.0),
+                (
+                    "loss",
+                    fault.loss,
+                    &[FaultKind::DcDegradation, FaultKind::LinkDegradation],
+                    0.0,
+                    1.0,
+                ),
+                ("fraction", fault.fraction, &[FaultKind::SessionLoss], 0.0, 1.0),
+            ];
+            for (name, value, kinds, low, high) in parameters {
+                let Some(value) = value else { continue };
+                if !kinds.contains(&fault.kind) {
+                    let takes: Vec<&str> = kinds.iter().map(|kind| kind.name()).collect();
+                    return fail(
+                        &key(name),
+                        format!("applies to {} only, not {}", takes.join(", "), fault.kind.name()),
+                    );
+                }
+                let above_low = if name == "factor" { value >= low } else { value > low };
+                if !(value.is_finite() && above_low && value <= high) {
+                    let from = if name == "factor" { "from" } else { "above" };
+                    return fail(&key(name), format!("{value} must be {from} {low} up to {high}"));
+                }
             }
             if fault.kind == FaultKind::HostSaturation && fault.select.host.is_none() {
                 return fail(

@@ -283,6 +283,32 @@ fn scenario_mistakes_name_their_path() {
         error("name: x\nfaults:\n  - {kind: host_saturation, select: {dc: dc-1}, at: 1m}\n"),
         "faults[0].select.host: host_saturation needs the host it starves"
     );
+    // A parameter of another kind would be ignored: it is an error naming it; so is a value
+    // the physics cannot mean (a loss above 1, a negative latency, a storm that lowers traffic).
+    assert_eq!(
+        error("name: x\nfaults:\n  - {kind: node_loss, select: {instance: redis-1-1}, at: 1m, latency_seconds: 0.1}\n"),
+        "faults[0].latency_seconds: applies to slow_node, slow_database, dc_degradation, link_degradation, host_saturation only, not node_loss"
+    );
+    assert_eq!(
+        error("name: x\nfaults:\n  - {kind: slow_node, select: {}, at: 1m, loss: 0.1}\n"),
+        "faults[0].loss: applies to dc_degradation, link_degradation only, not slow_node"
+    );
+    assert_eq!(
+        error("name: x\nfaults:\n  - {kind: dc_degradation, select: {dc: dc-1}, at: 1m, loss: 1.5}\n"),
+        "faults[0].loss: 1.5 must be above 0 up to 1"
+    );
+    assert_eq!(
+        error("name: x\nfaults:\n  - {kind: slow_node, select: {}, at: 1m, latency_seconds: -0.2}\n"),
+        "faults[0].latency_seconds: -0.2 must be above 0 up to 3600"
+    );
+    assert_eq!(
+        error("name: x\nfaults:\n  - {kind: retry_storm, select: {dc: dc-1}, at: 1m, factor: 0.5}\n"),
+        "faults[0].factor: 0.5 must be from 1 up to 1000"
+    );
+    assert_eq!(
+        error("name: x\nfaults:\n  - {kind: session_loss, select: {dc: dc-1}, at: 1m, fraction: 0}\n"),
+        "faults[0].fraction: 0 must be above 0 up to 1"
+    );
     // Places that do not exist are named with the key that names them.
     let misplaced = |yaml: &str| Scenario::from_yaml(yaml).unwrap_err().to_string();
     assert_eq!(

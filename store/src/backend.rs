@@ -297,12 +297,13 @@ impl Store {
     /// Appends one verdict event to `verdicts`.
     pub async fn write_verdict(&self, row: &VerdictRow) -> Result<(), String> {
         self.execute(format!(
-            "INSERT INTO verdicts (time, id, state, kind, dc, hosts, service, instances, confidence, onset, opened, evidence) VALUES (fromUnixTimestamp64Milli({}), {}, {}, {}, {}, {}, {}, {}, {}, fromUnixTimestamp64Milli({}), fromUnixTimestamp64Milli({}), {})",
+            "INSERT INTO verdicts (time, id, state, kind, dc, dcs, hosts, service, instances, confidence, onset, opened, evidence) VALUES (fromUnixTimestamp64Milli({}), {}, {}, {}, {}, {}, {}, {}, {}, {}, fromUnixTimestamp64Milli({}), fromUnixTimestamp64Milli({}), {})",
             row.time_ms,
             quote(&row.id),
             quote(&row.state),
             quote(&row.kind),
             quote(&row.dc),
+            array(&row.dcs),
             array(&row.hosts),
             quote(&row.service),
             array(&row.instances),

@@ -183,6 +183,12 @@ pub struct ScrapeReport {
     /// scheduled scrape is either stored or recorded. Counted in
     /// `epicenter_scrapes_skipped_total`; a target's health is not changed by it.
     pub skipped: bool,
+    /// This scrape timed out while epicenter itself was starved (its runtime woke at least a
+    /// quarter of the timeout late during it; the collector's `lag` module measures it):
+    /// `up` is false and `error` starts with `starved:`, but the detector reads nothing from
+    /// it (no availability anomaly from epicenter's own lateness) and it is counted in
+    /// `epicenter_scrapes_starved_total` besides `epicenter_scrapes_total{result="down"}`.
+    pub starved: bool,
 }
 
 impl ScrapeReport {
@@ -242,6 +248,9 @@ pub struct VerdictRow {
     pub kind: String,
     /// Datacenter named.
     pub dc: String,
+    /// Every datacenter named, sorted (both ends of a degraded link; the datacenters of
+    /// the instances named otherwise).
+    pub dcs: Vec<String>,
     /// Hosts named, most likely first.
     pub hosts: Vec<String>,
     /// Service named.

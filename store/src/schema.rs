@@ -108,6 +108,7 @@ pub fn statements(database: &str, retention: Duration) -> Vec<String> {
                 state LowCardinality(String),
                 kind LowCardinality(String),
                 dc LowCardinality(String),
+                dcs Array(String),
                 hosts Array(String),
                 service LowCardinality(String),
                 instances Array(String),
@@ -120,6 +121,9 @@ pub fn statements(database: &str, retention: Duration) -> Vec<String> {
             ORDER BY (time, id)
             TTL toDateTime(time) + toIntervalSecond({ttl_seconds})"
         ),
+        // Stores written before verdicts named several datacenters (a link's two ends) gain
+        // the column; their old rows read as no datacenters.
+        format!("ALTER TABLE {database}.verdicts ADD COLUMN IF NOT EXISTS dcs Array(String) AFTER dc"),
         // A changed `storage.retention` applies to existing tables too, from their next merges
         // on (not by rewriting every part at start-up).
         format!("ALTER TABLE {database}.samples MODIFY TTL toDateTime(time) + toIntervalSecond({ttl_seconds}) SETTINGS materialize_ttl_after_modify = 0"),

@@ -484,6 +484,7 @@ mod tests {
                 error: None,
                 target_identity: 0,
                 skipped: false,
+                starved: false,
             },
         }
     }

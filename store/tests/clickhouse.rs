@@ -68,6 +68,7 @@ fn outcome(index: u64, samples: usize) -> ScrapeOutcome {
         error: None,
         target_identity: 0,
         skipped: false,
+        starved: false,
     };
     ScrapeOutcome { rows, report }
 }

@@ -58,6 +58,7 @@ fn outcome(index: u64, samples: u64) -> ScrapeOutcome {
             error: None,
             target_identity: index,
             skipped: false,
+            starved: false,
         },
     }
 }

@@ -46,6 +46,7 @@ pub struct Telemetry {
     samples_scraped_total: IntCounterVec,
     samples_duplicate_total: IntCounterVec,
     scrapes_skipped_total: IntCounterVec,
+    scrapes_starved_total: IntCounterVec,
     /// Scrape outcomes waiting for the writer.
     pub writer_queue_depth: IntGauge,
     /// 1 per open verdict, labelled by where and what.
@@ -100,6 +101,13 @@ impl Telemetry {
             ),
             &[LABEL_JOB],
         )?;
+        let scrapes_starved_total = IntCounterVec::new(
+            Opts::new(
+                "epicenter_scrapes_starved_total",
+                "Scrapes that timed out while epicenter itself was starved (its runtime woke at least a quarter of the timeout late during the scrape); also counted as down in epicenter_scrapes_total, never read by the detector; each is a scrapes row with an error starting \"starved:\".",
+            ),
+            &[LABEL_JOB],
+        )?;
         let writer_queue_depth = IntGauge::new(
             "epicenter_writer_queue_depth",
             "Scrape outcomes waiting for the writer.",
@@ -109,6 +117,7 @@ impl Telemetry {
         registry.register(Box::new(samples_scraped_total.clone()))?;
         registry.register(Box::new(samples_duplicate_total.clone()))?;
         registry.register(Box::new(scrapes_skipped_total.clone()))?;
+        registry.register(Box::new(scrapes_starved_total.clone()))?;
         registry.register(Box::new(writer_queue_depth.clone()))?;
         let verdict_open = IntGaugeVec::new(
             Opts::new(
@@ -177,6 +186,7 @@ impl Telemetry {
             samples_scraped_total,
             samples_duplicate_total,
             scrapes_skipped_total,
+            scrapes_starved_total,
             writer_queue_depth,
             verdict_open,
             detector_round_lag_seconds,
@@ -195,7 +205,7 @@ impl Telemetry {
         self.detector_round_duration_seconds
             .observe(round.duration.as_secs_f64());
         self.detector_round_lag_seconds.observe(round.lag.as_secs_f64());
-        if round.held_by.is_some() {
+        if round.held {
             self.detector_rounds_held_total.inc();
         }
         for anomaly in &round.new_anomalies {
@@ -232,6 +242,11 @@ impl Telemetry {
         self.scrape_duration_seconds
             .with_label_values(&[report.job.as_str()])
             .observe(report.duration_seconds);
+        if report.starved {
+            self.scrapes_starved_total
+                .with_label_values(&[report.job.as_str()])
+                .inc();
+        }
         let result = if report.up { "up" } else { "down" };
         self.scrapes_total
             .with_label_values(&[report.job.as_str(), result])

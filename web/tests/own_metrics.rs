@@ -270,6 +270,7 @@ fn batch(second: i64, redis_up: f64) -> Batch {
             service: "redis".into(),
         },
         samples: vec![("redis_up".into(), BTreeMap::new(), redis_up)],
+        late: false,
     }
 }
 
