@@ -126,6 +126,7 @@ pub(crate) async fn serve(
     let writer = tokio::spawn(store.clone().run_writer(batching, inbox, stats.clone(), spool));
     // The detector reads what a signal rule names, beside the writer.
     let (to_detector, detector_inbox) = mpsc::channel::<Batch>(DETECTOR_QUEUE);
+    let dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let rule_metrics = detector_rules.as_deref().map(live::rule_metrics).unwrap_or_default();
     let detector_tasks = detector_rules.map(|rules| {
         let tick = config.detector.tick(config.global.scrape_interval.0);
@@ -136,6 +137,7 @@ pub(crate) async fn serve(
             config.detector.settings(),
             tick,
             detector_inbox,
+            dropped.clone(),
             judged,
             shutdown.clone(),
         ));
@@ -144,7 +146,13 @@ pub(crate) async fn serve(
             tokio::spawn(publish(rounds, state.clone(), state.notifiers.clone(), store.clone())),
         )
     });
-    let observer = tokio::spawn(observe(scraped, to_writer, to_detector, rule_metrics, state.clone()));
+    let observer = tokio::spawn(observe(
+        scraped,
+        to_writer,
+        (to_detector, dropped),
+        rule_metrics,
+        state.clone(),
+    ));
     let mut tasks = Vec::new();
     let mut target_count = 0;
     for (job, scraper) in jobs.into_iter().zip(scrapers) {
@@ -236,11 +244,12 @@ pub(crate) async fn serve(
 }
 
 /// Between the targets and the writer: epicenter's own metrics, target health, and the
-/// samples a rule names for the detector (dropped when its queue is full).
+/// samples a rule names for the detector (dropped when its queue is full, and counted in
+/// `to_detector`'s counter, which the detector reads).
 async fn observe(
     mut scraped: mpsc::Receiver<ScrapeOutcome>,
     to_writer: mpsc::Sender<ScrapeOutcome>,
-    to_detector: mpsc::Sender<Batch>,
+    (to_detector, dropped): (mpsc::Sender<Batch>, Arc<std::sync::atomic::AtomicU64>),
     rule_metrics: live::MetricNames,
     state: Arc<AppState>,
 ) {
@@ -249,8 +258,12 @@ async fn observe(
         state.targets.observe(&outcome);
         if !rule_metrics.is_empty() {
             if let Some(batch) = live::extract(&outcome, &rule_metrics) {
-                // A slow detector never holds scraping up: batches beyond its queue drop.
-                let _ = to_detector.try_send(batch);
+                // A slow detector never holds scraping up: batches beyond its queue drop, and
+                // the detector is told how many (it holds its verdicts meanwhile).
+                if to_detector.try_send(batch).is_err() {
+                    dropped.fetch_add(1, Ordering::Relaxed);
+                    state.telemetry.detector_batches_dropped_total.inc();
+                }
             }
         }
         state

@@ -391,6 +391,9 @@ pub struct Detector {
     /// the label carries it, resolved when read): learned when a series is first seen.
     roles: HashMap<String, BTreeSet<Role>>,
     last_seen: HashMap<String, i64>,
+    /// The latest time (samples' clock, ms) at which scrapes were lost on epicenter's side
+    /// ([`Detector::note_lost_input`]); `i64::MIN` when none was.
+    lost_input_ms: i64,
     /// (caller instance, peer label value) of every series whose rule names a peer, recorded
     /// when the series is first seen; resolved to instances when read.
     peer_links: BTreeSet<(String, String)>,
@@ -435,6 +438,7 @@ impl Detector {
             signals: HashMap::new(),
             roles: HashMap::new(),
             last_seen: HashMap::new(),
+            lost_input_ms: i64::MIN,
             peer_links: BTreeSet::new(),
             interval_ms,
             pending: BTreeMap::new(),
@@ -469,6 +473,14 @@ impl Detector {
     /// (see the module docs); an open verdict goes on being updated or fading as usual.
     pub fn set_behind(&mut self, behind: bool) {
         self.behind = behind;
+    }
+
+    /// Records that scrapes up to `time_ms` (samples' clock, ms) were lost on epicenter's
+    /// side: skipped, timed out while it was starved, or dropped on the way to the detector.
+    /// For two intervals after it, an instance whose samples stopped is not judged to have
+    /// stopped answering (its scrape may be what was lost); one still silent after that is.
+    pub fn note_lost_input(&mut self, time_ms: i64) {
+        self.lost_input_ms = self.lost_input_ms.max(time_ms);
     }
 
     /// Feeds one scrape of `instance` at `time_ms`: `(metric, labels, value)` per sample.
@@ -563,9 +575,11 @@ impl Detector {
                 });
             }
         }
-        // A target that stopped answering is an availability anomaly of its own.
+        // A target that stopped answering is an availability anomaly of its own, unless
+        // epicenter itself lost scrapes in the last two intervals (its silence may be ours).
+        let lost_lately = time_ms.saturating_sub(self.lost_input_ms) < 2 * self.interval_ms;
         for (name, seen) in &self.last_seen {
-            if time_ms - seen >= 2 * self.interval_ms {
+            if time_ms - seen >= 2 * self.interval_ms && !lost_lately {
                 anomalies.push(Anomaly {
                     instance: name.clone(),
                     metric: "up".to_string(),
@@ -1959,6 +1973,36 @@ mod tests {
         assert!(!kinds.is_empty());
         assert!(kinds.iter().all(|kind| kind == "node_loss"), "{kinds:?}");
         assert!(!host_may_explain("node_loss") && host_may_explain("slow_node"));
+    }
+
+    /// A target whose samples stop is an availability anomaly two intervals on, unless
+    /// epicenter itself lost scrapes meanwhile (its silence may be epicenter's): then only
+    /// once two intervals have passed since the loss.
+    #[test]
+    fn a_silent_target_is_not_judged_while_epicenter_lost_scrapes() {
+        let mut detector = detector();
+        let silent = |detector: &mut Detector, time_ms: i64| {
+            for name in ["b1", "b2", "b3", "r1"] {
+                let at = detector.instances[name].clone();
+                detector.observe(time_ms, &at, Vec::new());
+            }
+            detector
+                .assess(time_ms)
+                .anomalies
+                .iter()
+                .filter(|a| a.metric == "up" && a.class == Class::Availability)
+                .map(|a| a.instance.clone())
+                .collect::<Vec<_>>()
+        };
+        // r2 last seen at 0: at 20 s it has missed two intervals.
+        assert_eq!(silent(&mut detector, 10_000), Vec::<String>::new());
+        assert_eq!(silent(&mut detector, 20_000), ["r2"]);
+        // Scrapes lost on epicenter's side at 25 s: r2 is not judged at 30 s or 40 s...
+        detector.note_lost_input(25_000);
+        assert_eq!(silent(&mut detector, 30_000), Vec::<String>::new());
+        assert_eq!(silent(&mut detector, 40_000), Vec::<String>::new());
+        // ...and is again two intervals after the loss, still silent.
+        assert_eq!(silent(&mut detector, 50_000), ["r2"]);
     }
 
     /// A hung cache node's callers wait before its own exporter's scrape times out: the

@@ -176,13 +176,21 @@ impl BehindNotice {
 
 /// Runs the detector until `shutdown` turns true or `inbox` closes: observes batches as they
 /// arrive and judges every `tick` (wall clock), sending one [`Round`] per round to `out`
-/// (waiting when it is full). Returns when `out`'s receiver is gone too.
+/// (waiting when it is full). `dropped` is the count of batches the sender dropped because
+/// `inbox` was full; batches lost that way, like [`Batch::late`] ones, hold the round and the
+/// next and are not read as targets that stopped answering ([`Detector::note_lost_input`]).
+/// Returns when `out`'s receiver is gone too.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the detector's inputs and outputs, each its own"
+)]
 pub async fn run(
     rules: Vec<Rule>,
     dependencies: Vec<Dependency>,
     settings: Settings,
     tick: Duration,
     mut inbox: mpsc::Receiver<Batch>,
+    dropped: std::sync::Arc<std::sync::atomic::AtomicU64>,
     out: mpsc::Sender<Round>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -196,6 +204,8 @@ pub async fn run(
     let mut previous_lag = Duration::ZERO;
     let mut late_scrapes = 0u64;
     let mut previous_late_scrapes = 0u64;
+    let mut dropped_seen = 0u64;
+    let mut lost_ms: Option<i64> = None;
     let late = late_after(tick);
     let mut ticks = tokio::time::interval(tick);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -205,6 +215,7 @@ pub async fn run(
                 let Some(batch) = batch else { return };
                 if batch.late {
                     late_scrapes += 1;
+                    lost_ms = Some(lost_ms.map_or(batch.time_ms, |lost| lost.max(batch.time_ms)));
                     continue;
                 }
                 // The interval is the median of the first gaps between one target's samples
@@ -226,6 +237,13 @@ pub async fn run(
                 let lag = tokio::time::Instant::now().saturating_duration_since(scheduled);
                 let behind = (lag >= late || previous_lag >= late).then(|| lag.max(previous_lag));
                 previous_lag = lag;
+                let dropped_now = dropped.load(std::sync::atomic::Ordering::Relaxed);
+                if dropped_now > dropped_seen {
+                    late_scrapes += dropped_now - dropped_seen;
+                    dropped_seen = dropped_now;
+                    // The dropped batches' times are not known: the newest sample's stands in.
+                    lost_ms = Some(lost_ms.map_or(latest_ms, |lost| lost.max(latest_ms)));
+                }
                 let held = behind.is_some() || late_scrapes > 0 || previous_late_scrapes > 0;
                 let this_round_late = late_scrapes;
                 previous_late_scrapes = std::mem::take(&mut late_scrapes);
@@ -239,6 +257,9 @@ pub async fn run(
                     detector.observe(batch.time_ms, &batch.instance, samples);
                 }
                 detector.set_behind(held);
+                if let Some(lost) = lost_ms.take() {
+                    detector.note_lost_input(lost);
+                }
                 let assessment = detector.assess(latest_ms);
                 let instances = detector.instances();
                 let mut round = Round {
@@ -296,6 +317,7 @@ mod tests {
             Settings::default(),
             tick,
             inbox,
+            std::sync::Arc::default(),
             out,
             shutdown,
         ));
@@ -335,6 +357,7 @@ mod tests {
             Settings::default(),
             tick,
             inbox,
+            std::sync::Arc::default(),
             out,
             shutdown,
         ));

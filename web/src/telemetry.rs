@@ -55,6 +55,8 @@ pub struct Telemetry {
     detector_round_lag_seconds: Histogram,
     /// Detector rounds judged behind (late; no verdict opened in them).
     detector_rounds_held_total: IntCounter,
+    /// Scrapes the detector never saw: its queue was full (a detector behind the scrapes).
+    pub detector_batches_dropped_total: IntCounter,
     /// Detector rounds judged.
     detector_rounds_total: IntCounter,
     /// Time taken to judge one detector round, seconds.
@@ -140,6 +142,11 @@ impl Telemetry {
             "Detector rounds judged behind: the round or the one before ran late by a quarter of the tick or more, so no verdict opened in it.",
         )?;
         registry.register(Box::new(detector_rounds_held_total.clone()))?;
+        let detector_batches_dropped_total = IntCounter::new(
+            "epicenter_detector_batches_dropped_total",
+            "Scrapes whose samples never reached the detector because its queue was full (it was behind the scrapes); rounds with such losses are held and the targets are not judged silent for them.",
+        )?;
+        registry.register(Box::new(detector_batches_dropped_total.clone()))?;
         let detector_rounds_total = IntCounter::new(
             "epicenter_detector_rounds_total",
             "Detector rounds judged (one per tick once the scrape interval is known).",
@@ -191,6 +198,7 @@ impl Telemetry {
             verdict_open,
             detector_round_lag_seconds,
             detector_rounds_held_total,
+            detector_batches_dropped_total,
             detector_rounds_total,
             detector_round_duration_seconds,
             detector_anomalies_total,

@@ -295,6 +295,7 @@ async fn detector_rounds_on_a_driven_clock_are_counted() {
         Settings::default(),
         tick,
         inbox,
+        std::sync::Arc::default(),
         out,
         shutdown,
     ));
