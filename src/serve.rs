@@ -10,7 +10,7 @@
 //! ARCHITECTURE.md draws the same picture with every channel and trait named.
 
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -126,7 +126,7 @@ pub(crate) async fn serve(
     let writer = tokio::spawn(store.clone().run_writer(batching, inbox, stats.clone(), spool));
     // The detector reads what a signal rule names, beside the writer.
     let (to_detector, detector_inbox) = mpsc::channel::<Batch>(DETECTOR_QUEUE);
-    let dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let dropped = Arc::new(AtomicU64::new(0));
     let rule_metrics = detector_rules.as_deref().map(live::rule_metrics).unwrap_or_default();
     let detector_tasks = detector_rules.map(|rules| {
         let tick = config.detector.tick(config.global.scrape_interval.0);
@@ -146,13 +146,8 @@ pub(crate) async fn serve(
             tokio::spawn(publish(rounds, state.clone(), state.notifiers.clone(), store.clone())),
         )
     });
-    let observer = tokio::spawn(observe(
-        scraped,
-        to_writer,
-        (to_detector, dropped),
-        rule_metrics,
-        state.clone(),
-    ));
+    let to_detector = (to_detector, dropped);
+    let observer = tokio::spawn(observe(scraped, to_writer, to_detector, rule_metrics, state.clone()));
     let mut tasks = Vec::new();
     let mut target_count = 0;
     for (job, scraper) in jobs.into_iter().zip(scrapers) {
@@ -249,7 +244,7 @@ pub(crate) async fn serve(
 async fn observe(
     mut scraped: mpsc::Receiver<ScrapeOutcome>,
     to_writer: mpsc::Sender<ScrapeOutcome>,
-    (to_detector, dropped): (mpsc::Sender<Batch>, Arc<std::sync::atomic::AtomicU64>),
+    (to_detector, dropped): (mpsc::Sender<Batch>, Arc<AtomicU64>),
     rule_metrics: live::MetricNames,
     state: Arc<AppState>,
 ) {
@@ -258,8 +253,8 @@ async fn observe(
         state.targets.observe(&outcome);
         if !rule_metrics.is_empty() {
             if let Some(batch) = live::extract(&outcome, &rule_metrics) {
-                // A slow detector never holds scraping up: batches beyond its queue drop, and
-                // the detector is told how many (it holds its verdicts meanwhile).
+                // A slow detector never holds scraping up: batches beyond its queue drop, counted
+                // for the detector (which holds its verdicts meanwhile).
                 if to_detector.try_send(batch).is_err() {
                     dropped.fetch_add(1, Ordering::Relaxed);
                     state.telemetry.detector_batches_dropped_total.inc();
