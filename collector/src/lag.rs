@@ -28,6 +28,9 @@ const LAG_BITS: u32 = 24;
 static RING: [AtomicU64; BUCKETS] = [const { AtomicU64::new(0) }; BUCKETS];
 /// The instant the ring's clock counts from, and whether the probe runs.
 static BASE: OnceLock<Instant> = OnceLock::new();
+/// When the probe is next due to wake (ms on the ring's clock); `u64::MAX` before it runs.
+/// A probe overdue now is lag not yet recorded (the task that asks may be polled first).
+static DUE_MS: AtomicU64 = AtomicU64::new(u64::MAX);
 
 fn base() -> Instant {
     *BASE.get_or_init(Instant::now)
@@ -81,6 +84,7 @@ pub fn start_probe() {
         tokio::spawn(async {
             let mut deadline = Instant::now() + PROBE;
             loop {
+                DUE_MS.store(millis(deadline), Ordering::Relaxed);
                 tokio::time::sleep_until(deadline).await;
                 let woke = Instant::now();
                 record(woke, woke.saturating_duration_since(deadline));
@@ -92,9 +96,12 @@ pub fn start_probe() {
 
 /// Whether a scrape that ran from `started` to `ended` with `timeout` and timed out was
 /// epicenter's own fault: the runtime woke at least a quarter of the timeout late (and at
-/// least 25 ms) meanwhile. Returns that lag.
+/// least 25 ms) meanwhile, or the probe is that overdue at `ended` (when the runtime polls the
+/// timed-out scrape before the probe after a stall). Returns that lag.
 pub fn starved_during(started: Instant, ended: Instant, timeout: Duration) -> Option<Duration> {
-    let lag = max_between(started, ended);
+    let due = DUE_MS.load(Ordering::Relaxed);
+    let overdue = Duration::from_millis(millis(ended).saturating_sub(due));
+    let lag = max_between(started, ended).max(overdue);
     let threshold = (timeout / 4).max(Duration::from_millis(25));
     (lag >= threshold).then_some(lag)
 }
