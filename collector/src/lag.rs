@@ -9,7 +9,7 @@
 //! one behind Node.js's event-loop delay histogram and tokio-metrics' poll-time figures: a
 //! timer that fires late means every task on that runtime ran late by as much.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -75,22 +75,38 @@ pub fn max_between(from: Instant, to: Instant) -> Duration {
     Duration::from_millis(largest)
 }
 
-/// Starts the probe on the current tokio runtime, once per process (later calls do nothing).
-/// Must be called from within a runtime.
+/// Whether a probe task is alive.
+static RUNNING: AtomicBool = AtomicBool::new(false);
+
+/// Marks the probe gone when its task is dropped (its runtime shut down), so that the next
+/// [`start_probe`] starts another and a dead probe is never read as an overdue one.
+struct ProbeAlive;
+
+impl Drop for ProbeAlive {
+    fn drop(&mut self) {
+        DUE_MS.store(u64::MAX, Ordering::Relaxed);
+        RUNNING.store(false, Ordering::Relaxed);
+    }
+}
+
+/// Starts the probe on the current tokio runtime unless one is alive (one per process; a
+/// runtime that shuts down takes its probe with it, and the next call starts another). Must
+/// be called from within a runtime.
 pub fn start_probe() {
-    static STARTED: OnceLock<()> = OnceLock::new();
-    STARTED.get_or_init(|| {
-        base();
-        tokio::spawn(async {
-            let mut deadline = Instant::now() + PROBE;
-            loop {
-                DUE_MS.store(millis(deadline), Ordering::Relaxed);
-                tokio::time::sleep_until(deadline).await;
-                let woke = Instant::now();
-                record(woke, woke.saturating_duration_since(deadline));
-                deadline = woke + PROBE;
-            }
-        });
+    if RUNNING.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    base();
+    tokio::spawn(async {
+        let _alive = ProbeAlive;
+        let mut deadline = Instant::now() + PROBE;
+        loop {
+            DUE_MS.store(millis(deadline), Ordering::Relaxed);
+            tokio::time::sleep_until(deadline).await;
+            let woke = Instant::now();
+            record(woke, woke.saturating_duration_since(deadline));
+            deadline = woke + PROBE;
+        }
     });
 }
 

@@ -337,37 +337,6 @@ async fn failures_mark_the_target_down_with_the_reason() {
     assert!(outcome.report.error.unwrap().contains("request failed"));
 }
 
-/// A scrape that times out while epicenter's own runtime cannot run (here its only thread is
-/// blocked for 700 ms, as a starved process would be) is epicenter's lateness, measured, not
-/// the target's: `starved`, `up` 0, the error says so and gives the lag. The same target
-/// timing out on a runtime that keeps time is a plain timeout.
-#[tokio::test(flavor = "current_thread")]
-async fn a_timeout_while_epicenter_itself_is_starved_is_marked_starved() {
-    let address = exporter().await;
-    epicenter_collector::lag::start_probe();
-    // Let the probe wake a few times first.
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let blocker = tokio::spawn(async {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        std::thread::sleep(Duration::from_millis(700));
-    });
-    let outcome = scrape_once(&address, "/slow", "").await;
-    blocker.await.unwrap();
-    let error = outcome.report.error.clone().unwrap_or_default();
-    assert!(outcome.report.starved, "{error}");
-    assert!(!outcome.report.up);
-    assert!(error.starts_with("starved: scrape timed out after 500ms"), "{error}");
-    // The lag it names is the block's (at least most of its 700 ms), not a guess.
-    let lag_ms: f64 = error
-        .split(" ran ")
-        .nth(1)
-        .and_then(|rest| rest.split(" ms late").next())
-        .and_then(|number| number.parse().ok())
-        .unwrap_or_else(|| panic!("no lag in {error}"));
-    assert!(lag_ms >= 500.0, "{error}");
-    assert_eq!(value_of(&outcome, "up"), 0.0);
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metric_relabeling_and_label_clashes() {
     let address = exporter().await;
