@@ -302,15 +302,19 @@ mod tests {
         }
     }
 
-    /// A round that starts late (here: the runtime's only thread blocked for three ticks) is
-    /// judged behind, and so is the one after it; its lag is measured, not guessed. Only
-    /// lower bounds are asserted: a busy machine makes every round later, never earlier.
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_late_round_and_the_next_are_held() {
-        let tick = Duration::from_millis(200);
+    /// A live detector without rules ticking every `tick`: its inbox, its rounds, the
+    /// shutdown switch (kept alive by the caller) and its task.
+    fn start(
+        tick: Duration,
+    ) -> (
+        mpsc::Sender<Batch>,
+        mpsc::Receiver<Round>,
+        watch::Sender<bool>,
+        tokio::task::JoinHandle<()>,
+    ) {
         let (batches, inbox) = mpsc::channel(64);
-        let (out, mut rounds) = mpsc::channel(64);
-        let (_stop, shutdown) = watch::channel(false);
+        let (out, rounds) = mpsc::channel(64);
+        let (stop, shutdown) = watch::channel(false);
         let detector = tokio::spawn(run(
             Vec::new(),
             Vec::new(),
@@ -321,6 +325,16 @@ mod tests {
             out,
             shutdown,
         ));
+        (batches, rounds, stop, detector)
+    }
+
+    /// A round that starts late (here: the runtime's only thread blocked for three ticks) is
+    /// judged behind, and so is the one after it; its lag is measured, not guessed. Only
+    /// lower bounds are asserted: a busy machine makes every round later, never earlier.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_late_round_and_the_next_are_held() {
+        let tick = Duration::from_millis(200);
+        let (batches, mut rounds, _stop, detector) = start(tick);
         // Gaps of 1 s between one target's samples: the interval is known after five.
         for second in 0..=6 {
             batches.send(batch(second * 1_000)).await.unwrap();
@@ -348,19 +362,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn late_scrapes_hold_their_round_and_the_next() {
         let tick = Duration::from_millis(100);
-        let (batches, inbox) = mpsc::channel(64);
-        let (out, mut rounds) = mpsc::channel(64);
-        let (_stop, shutdown) = watch::channel(false);
-        let detector = tokio::spawn(run(
-            Vec::new(),
-            Vec::new(),
-            Settings::default(),
-            tick,
-            inbox,
-            std::sync::Arc::default(),
-            out,
-            shutdown,
-        ));
+        let (batches, mut rounds, _stop, detector) = start(tick);
         for second in 0..=6 {
             batches.send(batch(second * 1_000)).await.unwrap();
         }
