@@ -150,7 +150,15 @@ pub(crate) fn run(args: &DemoArgs) -> ExitCode {
         speed: scenario.speed,
         end_ms: start_ms + scenario.duration.0.as_millis() as i64,
     };
-    let code = runtime.block_on(crate::serve::serve(config, jobs, store.clone(), run_for, false, clock));
+    let code = runtime.block_on(crate::serve::serve(
+        config,
+        jobs,
+        store.clone(),
+        run_for,
+        false,
+        clock,
+        None,
+    ));
     let _ = stop_fleet.send(true);
     timeline.abort();
     // Only faults that started before the run stopped happened; one cut short ends there.

@@ -45,6 +45,14 @@ pub(crate) struct EvalArgs {
     #[arg(long, value_name = "SEED", default_value_t = 1_000_000, requires = "random")]
     seed: u64,
 
+    /// Run each scenario on the live path instead of headless, as `epicenter demo` does (the
+    /// fleet served on 127.0.0.1, scraped, judged by the live detector, stored in a temporary
+    /// embedded store) at the scenario's own speed, with N threads busy beside it (0: none),
+    /// and score it the same way. Takes the scenarios' wall time (a shipped one: 30–40 s;
+    /// `healthy`: about 4 minutes). The shipped signal rules only; no --trace.
+    #[arg(long, value_name = "N", conflicts_with_all = ["rules", "trace", "dataset"])]
+    load: Option<usize>,
+
     /// Fit the confidence model (detector.confidence: a logistic model of being right over
     /// the leader's share and score) on the incidents of this run and print its coefficients
     /// and its reliability on them, after the usual report. Fit on calibration seeds
@@ -87,41 +95,50 @@ pub(crate) fn run(args: &EvalArgs) -> ExitCode {
     } else {
         args.scenarios.clone()
     };
-    let mut results = Vec::new();
+    let mut scenarios = Vec::new();
     for name in &names {
-        let scenario = match Scenario::load(name) {
-            Ok(scenario) => scenario,
+        match Scenario::load(name) {
+            Ok(scenario) => scenarios.push(scenario),
             Err(error) => {
                 eprintln!("error: scenario {error}");
                 return ExitCode::from(EXIT_CONFIG);
             }
-        };
-        if !args.json {
-            eprintln!("eval: {} ({} simulated)…", scenario.name, scenario.duration);
         }
-        let mut trace = |line: String| eprintln!("{line}");
-        let trace: Option<&mut dyn FnMut(String)> = if args.trace { Some(&mut trace) } else { None };
-        results.push(evaluate(&scenario, parsed_rules.clone(), trace));
     }
+    let named = scenarios.len();
     for seed in args.seed..args.seed.saturating_add(args.random.unwrap_or(0)) {
-        let scenario = match epicenter_fleet::random::scenario(seed) {
-            Ok(scenario) => scenario,
+        match epicenter_fleet::random::scenario(seed) {
+            Ok(scenario) => scenarios.push(scenario),
             Err(error) => {
                 eprintln!("error: {error}");
                 return ExitCode::from(EXIT_CONFIG);
             }
-        };
-        if !args.json && (seed - args.seed) % 25 == 0 {
-            eprintln!(
-                "eval: random scenarios {seed}… ({} of {})",
-                seed - args.seed,
-                args.random.unwrap_or(0)
-            );
         }
-        let mut trace = |line: String| eprintln!("{line}");
-        let trace: Option<&mut dyn FnMut(String)> = if args.trace { Some(&mut trace) } else { None };
-        results.push(evaluate(&scenario, parsed_rules.clone(), trace));
     }
+    let results = if let Some(load) = args.load {
+        match crate::eval_live::evaluate(&scenarios, load, args.json) {
+            Ok(results) => results,
+            Err(code) => return code,
+        }
+    } else {
+        let mut results = Vec::new();
+        for (index, scenario) in scenarios.iter().enumerate() {
+            if !args.json && index < named {
+                eprintln!("eval: {} ({} simulated)…", scenario.name, scenario.duration);
+            } else if !args.json && (index - named) % 25 == 0 {
+                eprintln!(
+                    "eval: random scenarios {}… ({} of {})",
+                    args.seed + (index - named) as u64,
+                    index - named,
+                    args.random.unwrap_or(0)
+                );
+            }
+            let mut trace = |line: String| eprintln!("{line}");
+            let trace: Option<&mut dyn FnMut(String)> = if args.trace { Some(&mut trace) } else { None };
+            results.push(evaluate(scenario, parsed_rules.clone(), trace));
+        }
+        results
+    };
     let summary = summarize(&results);
     let fitted = if args.calibrate {
         let points: Vec<_> = results
@@ -146,6 +163,11 @@ pub(crate) fn run(args: &EvalArgs) -> ExitCode {
     };
     if args.json {
         let mut document = serde_json::json!({"scenarios": results, "overall": summary});
+        // Which path judged: the headless driver, or the live pipeline beside N busy threads.
+        document["path"] = match args.load {
+            Some(load) => serde_json::json!({"live": true, "busy_threads": load}),
+            None => serde_json::json!({"live": false}),
+        };
         if let Some((model, calibration)) = &fitted {
             document["fitted_confidence"] = serde_json::json!({
                 "intercept": model.intercept,
@@ -158,6 +180,12 @@ pub(crate) fn run(args: &EvalArgs) -> ExitCode {
         println!("{}", serde_json::to_string_pretty(&document).unwrap_or_default());
     } else {
         print!("{}", epicenter_eval::report::table(&results, &summary));
+        if let Some(load) = args.load {
+            println!(
+                "  judged on the live path (fleet served on 127.0.0.1, collector, live detector, store) beside {load} busy thread{}",
+                if load == 1 { "" } else { "s" }
+            );
+        }
         if let Some((model, calibration)) = &fitted {
             println!(
                 "\nfitted confidence model: intercept {:.4}, share {:.4}, log_score {:.4}, unknown {:.4}; on these incidents Brier {:.3}, reliability: {}",

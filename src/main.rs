@@ -7,6 +7,7 @@ mod config;
 mod config_file;
 mod demo;
 mod eval;
+mod eval_live;
 mod fleet;
 mod open;
 mod replay;
@@ -14,6 +15,7 @@ mod run;
 mod serve;
 mod signals;
 mod sql;
+mod stages;
 mod status;
 mod style;
 

@@ -73,5 +73,6 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         args.run_for,
         true,
         Clock::Wall,
+        None,
     ))
 }

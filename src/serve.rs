@@ -39,7 +39,9 @@ const ROUND_QUEUE: usize = 16;
 
 /// Scrapes `jobs` into `store` until `run_for` passes or a signal comes, serving epicenter's
 /// own endpoints and running the detector; flushes before returning. Scrapes are stamped
-/// by `clock` (the wall clock, or a demo fleet's simulated one).
+/// by `clock` (the wall clock, or a demo fleet's simulated one). With `tap` (`eval --load`),
+/// every detector round is also sent there once published, and verdict events are not
+/// printed on stdout (the caller reports).
 pub(crate) async fn serve(
     config: Config,
     jobs: Vec<Job>,
@@ -47,6 +49,7 @@ pub(crate) async fn serve(
     run_for: Option<Duration>,
     live_status: bool,
     clock: Clock,
+    tap: Option<mpsc::UnboundedSender<Round>>,
 ) -> ExitCode {
     let mut signals = crate::signals::StopSignals::listen();
     // One HTTP client per job: each job may have its own tls_config and proxy.
@@ -143,11 +146,17 @@ pub(crate) async fn serve(
         ));
         (
             detector,
-            tokio::spawn(publish(rounds, state.clone(), state.notifiers.clone(), store.clone())),
+            tokio::spawn(crate::stages::publish(rounds, state.clone(), store.clone(), tap)),
         )
     });
     let to_detector = (to_detector, dropped);
-    let observer = tokio::spawn(observe(scraped, to_writer, to_detector, rule_metrics, state.clone()));
+    let observer = tokio::spawn(crate::stages::observe(
+        scraped,
+        to_writer,
+        to_detector,
+        rule_metrics,
+        state.clone(),
+    ));
     let mut tasks = Vec::new();
     let mut target_count = 0;
     for (job, scraper) in jobs.into_iter().zip(scrapers) {
@@ -235,65 +244,5 @@ pub(crate) async fn serve(
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
-    }
-}
-
-/// Between the targets and the writer: epicenter's own metrics, target health, and the
-/// samples a rule names for the detector (dropped when its queue is full, and counted in
-/// `to_detector`'s counter, which the detector reads).
-async fn observe(
-    mut scraped: mpsc::Receiver<ScrapeOutcome>,
-    to_writer: mpsc::Sender<ScrapeOutcome>,
-    (to_detector, dropped): (mpsc::Sender<Batch>, Arc<AtomicU64>),
-    rule_metrics: live::MetricNames,
-    state: Arc<AppState>,
-) {
-    while let Some(outcome) = scraped.recv().await {
-        state.telemetry.observe(&outcome);
-        state.targets.observe(&outcome);
-        if !rule_metrics.is_empty() {
-            if let Some(batch) = live::extract(&outcome, &rule_metrics) {
-                // A slow detector never holds scraping up: batches beyond its queue drop, counted
-                // for the detector (which holds its verdicts meanwhile).
-                if to_detector.try_send(batch).is_err() {
-                    dropped.fetch_add(1, Ordering::Relaxed);
-                    state.telemetry.detector_batches_dropped_total.inc();
-                }
-            }
-        }
-        state
-            .telemetry
-            .writer_queue_depth
-            .set((to_writer.max_capacity() - to_writer.capacity()) as i64);
-        if to_writer.send(outcome).await.is_err() {
-            break;
-        }
-    }
-}
-
-/// After each detector round: the web state updated, anomalies and verdict events stored,
-/// verdict events printed and handed to the notifiers.
-async fn publish(mut rounds: mpsc::Receiver<Round>, state: Arc<AppState>, notifiers: Arc<Notifiers>, store: Store) {
-    let mut behind = live::BehindNotice::default();
-    while let Some(round) = rounds.recv().await {
-        state.publish(&round);
-        if let Some(line) = behind.note(&round) {
-            crate::style::clear_status();
-            eprintln!("epicenter: {line}");
-        }
-        if let Err(error) = store.write_anomalies(&round.new_anomalies).await {
-            tracing::warn!(%error, "storing anomalies failed");
-        }
-        for event in &round.events {
-            crate::style::clear_status();
-            println!(
-                "{}",
-                crate::style::verdict_line(&event.state, &event.verdict.describe(), crate::style::stdout_colour())
-            );
-            notifiers.notify(event);
-            if let Err(error) = store.write_verdict(&event.row()).await {
-                tracing::warn!(%error, "storing the verdict failed");
-            }
-        }
     }
 }

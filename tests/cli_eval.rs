@@ -11,6 +11,8 @@
 
 use std::process::Command;
 
+mod common;
+
 fn eval(arguments: &[&str]) -> serde_json::Value {
     let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
         .arg("eval")
@@ -431,6 +433,48 @@ fn confidence_is_calibrated_on_random_scenarios_it_was_not_fitted_on() {
     let model = &fitted["fitted_confidence"];
     for key in ["intercept", "share", "log_score", "unknown"] {
         assert!(model[key].as_f64().unwrap().is_finite(), "{model}");
+    }
+}
+
+/// Issue 17: `eval --load N` judges on the live path (the fleet served on loopback, the
+/// collector, the live detector, the store) beside N busy threads, and scores it as the
+/// headless run is. A node loss and a database that exhausts its callers' pools (the latter
+/// got no verdict at all in the issue's measurement on a loaded machine), beside 4 hogs: each
+/// fault named by its own incident, right host and kind, and nothing else opened. Nothing is
+/// asserted on how fast, in wall-clock events: the time to detect must only exist.
+#[test]
+fn the_live_path_beside_four_busy_threads_names_each_fault() {
+    if common::require(&[]).is_none() {
+        return;
+    }
+    let report = eval(&["--load", "4", "redis-node-loss", "db-pool-exhaustion"]);
+    assert_eq!(report["path"]["live"].as_bool(), Some(true), "{}", report["path"]);
+    assert_eq!(report["path"]["busy_threads"].as_u64(), Some(4));
+    let scenarios = report["scenarios"].as_array().unwrap();
+    assert_eq!(scenarios.len(), 2);
+    for (scenario, (kind, host)) in scenarios
+        .iter()
+        .zip([("node_loss", "dc-2-host-3"), ("slow_database", "dc-2-host-4")])
+    {
+        let name = &scenario["scenario"];
+        // The ground truth is the scenario's own fault, reached by the live fleet.
+        let truth = scenario["truth"].as_array().unwrap();
+        assert_eq!(truth.len(), 1, "{name}: {truth:?}");
+        assert_eq!(truth[0]["kind"].as_str(), Some(kind), "{name}");
+        let incident = &scenario["incidents"][0];
+        eprintln!("{name}: {incident}");
+        assert!(
+            truth[0]["hosts"][0].as_str().unwrap().starts_with(host),
+            "{name}: {truth:?}"
+        );
+        assert_eq!(
+            incident["epicenter"]["host_ac1"].as_f64(),
+            Some(1.0),
+            "{name}: {incident}"
+        );
+        assert_eq!(incident["kind_right"].as_bool(), Some(true), "{name}: {incident}");
+        assert!(incident["intervals_to_detect"].as_f64().is_some(), "{name}: {incident}");
+        assert_eq!(scenario["false_verdicts"].as_u64(), Some(0), "{name}: {scenario}");
     }
 }
 

@@ -22,7 +22,7 @@ use epicenter_store::rows::{AnomalyRow, ScrapeOutcome};
 use rustc_hash::FxHashSet;
 use tokio::sync::{mpsc, watch};
 
-use crate::engine::{Dependency, Detector, InstanceInfo, Settings, Verdict};
+use crate::engine::{Anomaly, Dependency, Detector, InstanceInfo, Settings, Verdict};
 use crate::events::{new_anomaly_rows, VerdictEvent, VerdictTracker};
 use crate::reference::{graph_document, GraphDocument};
 use crate::rules::Rule;
@@ -122,6 +122,9 @@ pub struct Round {
     pub new_anomalies: Vec<AnomalyRow>,
     /// Every incident open after this round, oldest first.
     pub open: Vec<Verdict>,
+    /// Every anomaly of this round, as the engine judged it (not only the new ones): what
+    /// scoring the live path (`epicenter eval --load`) gives the reference rankings.
+    pub anomalies: Vec<Anomaly>,
     /// The verdict events of this round (an incident opened, its answer changed, or it
     /// resolved), in the order [`crate::VerdictTracker::track`] gives.
     pub events: Vec<VerdictEvent>,
@@ -267,6 +270,7 @@ pub async fn run(
                     new_anomalies: new_anomaly_rows(&assessment, instances),
                     events: tracker.track(&assessment),
                     open: assessment.incidents.clone(),
+                    anomalies: assessment.anomalies.clone(),
                     graph: graph_document(instances, detector.dependencies(), &detector.peer_edges()),
                     lag,
                     duration: Duration::ZERO,
@@ -401,6 +405,7 @@ mod tests {
             time_ms: 0,
             new_anomalies: Vec::new(),
             open: Vec::new(),
+            anomalies: Vec::new(),
             events: Vec::new(),
             graph: graph_document(&BTreeMap::new(), &[], &Default::default()),
             lag: Duration::from_millis(lag_ms),

@@ -8,7 +8,9 @@
 use std::collections::BTreeMap;
 
 use epicenter_collector::exposition::{parse, FormatChoice, ParseOptions, Validation};
-use epicenter_detector::engine::{Assessment, ConfidenceModel, Dependency, Detector, InstanceInfo, Settings, Verdict};
+use epicenter_detector::engine::{
+    Anomaly, Assessment, ConfidenceModel, Dependency, Detector, InstanceInfo, Settings, Verdict,
+};
 use epicenter_detector::reference;
 use epicenter_detector::rules::Rule;
 use epicenter_detector::score::{ac_at, avg_at_5, dedup};
@@ -157,6 +159,40 @@ struct Seen {
     states: Vec<(i64, Verdict)>,
 }
 
+/// What one detector round said, as scoring needs it: the round's time (the samples' clock,
+/// ms since the epoch), every incident open after it, and every anomaly of the round (the
+/// reference rankings' input). Made from a headless [`Assessment`] or a live
+/// [`epicenter_detector::live::Round`], so that both paths are scored by one [`score`].
+#[derive(Debug, Clone, Default)]
+pub struct Judged {
+    /// Round time, ms since the epoch.
+    pub time_ms: i64,
+    /// Every incident open after the round, oldest first.
+    pub incidents: Vec<Verdict>,
+    /// Every anomaly of the round.
+    pub anomalies: Vec<Anomaly>,
+}
+
+impl From<Assessment> for Judged {
+    fn from(assessment: Assessment) -> Judged {
+        Judged {
+            time_ms: assessment.time_ms,
+            incidents: assessment.incidents,
+            anomalies: assessment.anomalies,
+        }
+    }
+}
+
+impl From<&epicenter_detector::live::Round> for Judged {
+    fn from(round: &epicenter_detector::live::Round) -> Judged {
+        Judged {
+            time_ms: round.time_ms,
+            incidents: round.open.clone(),
+            anomalies: round.anomalies.clone(),
+        }
+    }
+}
+
 /// Runs one scenario through the detector, start to end, and scores it. `trace` receives a
 /// line for every round with anomalies (leaders, verdict, strongest anomalies).
 pub fn evaluate(scenario: &Scenario, rules: Vec<Rule>, mut trace: Option<&mut dyn FnMut(String)>) -> ScenarioResult {
@@ -175,7 +211,7 @@ pub fn evaluate(scenario: &Scenario, rules: Vec<Rule>, mut trace: Option<&mut dy
         })
         .collect();
     let truth = ground_truth(&fleet);
-    let mut assessments: Vec<Assessment> = Vec::new();
+    let mut assessments: Vec<Judged> = Vec::new();
     let end = scenario.duration.0.as_secs();
     while fleet.second() < end {
         fleet.step();
@@ -248,12 +284,39 @@ pub fn evaluate(scenario: &Scenario, rules: Vec<Rule>, mut trace: Option<&mut dy
                 anomalies.join(" ")
             ));
         }
-        assessments.push(assessment);
+        assessments.push(Judged::from(assessment));
     }
-    let info_map: BTreeMap<String, InstanceInfo> = detector.instances().clone();
+    let instances = detector.instances().clone();
+    score(
+        &scenario.name,
+        &truth,
+        &assessments,
+        &instances,
+        detector.dependencies(),
+        interval,
+        end as f64,
+    )
+}
+/// Scores the rounds of one run of scenario `name` against its ground truth `truth`:
+/// every fault matched to its own incident (below), the rest counted as false verdicts.
+/// `instances` places instance names (datacenter, host, service) for the reference rankings,
+/// `dependencies` is the service graph they walk, `interval` the scrape interval in seconds
+/// (times to detect are counted in it) and `simulated_seconds` how long the run lasted
+/// (false verdicts per day). The rounds may come from the headless driver ([`evaluate`]) or
+/// from the live pipeline (`epicenter eval --load`); either way, in time order.
+pub fn score(
+    name: &str,
+    truth: &[Truth],
+    assessments: &[Judged],
+    instances: &BTreeMap<String, InstanceInfo>,
+    dependencies: &[Dependency],
+    interval: u64,
+    simulated_seconds: f64,
+) -> ScenarioResult {
+    let info_map = instances;
     let interval_ms = interval as f64 * 1000.0;
     let mut seen: Vec<Seen> = Vec::new();
-    for assessment in &assessments {
+    for assessment in assessments {
         for verdict in &assessment.incidents {
             match seen.iter_mut().find(|incident| incident.states[0].1.id == verdict.id) {
                 Some(incident) => incident.states.push((assessment.time_ms, verdict.clone())),
@@ -313,13 +376,13 @@ pub fn evaluate(scenario: &Scenario, rules: Vec<Rule>, mut trace: Option<&mut dy
             .map(|a| a.anomalies.clone())
             .unwrap_or_default();
         let baro = reference::robust_z(&anomalies);
-        let walk = reference::pagerank(&anomalies, &info_map, detector.dependencies());
+        let walk = reference::pagerank(&anomalies, info_map, dependencies);
         let mut result = IncidentScore {
             truth: index,
             verdict: None,
             epicenter: Scores::default(),
-            robust_z: scores(&baro, &info_map, fault),
-            pagerank: scores(&walk, &info_map, fault),
+            robust_z: scores(&baro, info_map, fault),
+            pagerank: scores(&walk, info_map, fault),
             intervals_to_detect: None,
             kind_right: false,
             dcs_right: false,
@@ -371,8 +434,8 @@ pub fn evaluate(scenario: &Scenario, rules: Vec<Rule>, mut trace: Option<&mut dy
         scored[index] = Some(result);
     }
     ScenarioResult {
-        scenario: scenario.name.clone(),
-        truth: truth.clone(),
+        scenario: name.to_string(),
+        truth: truth.to_vec(),
         incidents: scored.into_iter().flatten().collect(),
         false_verdicts: used.iter().filter(|used| !**used).count(),
         confidences: seen
@@ -393,7 +456,7 @@ pub fn evaluate(scenario: &Scenario, rules: Vec<Rule>, mut trace: Option<&mut dy
                 }
             })
             .collect(),
-        simulated_seconds: end as f64,
+        simulated_seconds,
         scrape_interval_seconds: interval as f64,
     }
 }
