@@ -6,7 +6,10 @@
 //!
 //! The samples' clock may run faster than the wall clock (a simulated fleet stamps its own
 //! time): the detector reasons in the interval measured between one target's samples, and is
-//! built once the first gaps are known.
+//! built once the first gaps are known. A tick (wall clock) only says when to judge; what a
+//! round judges follows the samples' clock: each interval of sample time since the last round
+//! gets a round at its own time, seeing the samples up to it ([`catch_up_times`]), so a tick
+//! that came late by k intervals judges k rounds, as the headless run would have.
 //!
 //! A round that runs late by a quarter of the tick or more (at least 25 ms) means epicenter
 //! itself is starved, and so, most likely, is everything beside it on the machine: that round
@@ -38,6 +41,30 @@ const LATE_FLOOR: Duration = Duration::from_millis(25);
 /// never under 25 ms.
 pub fn late_after(tick: Duration) -> Duration {
     (tick / 4).max(LATE_FLOOR)
+}
+
+/// Most rounds judged in one tick besides the newest: a longer stall's older intervals are
+/// judged together with the oldest of these (catching up must not make a starved detector
+/// later still).
+const CATCH_UP_ROUNDS: usize = 4;
+
+/// The sample times (ms) of the rounds owed before the newest one at `latest_ms`: every
+/// interval boundary after the last round judged (`judged_ms`) that lies more than half an
+/// interval before `latest_ms`, at most 4 (the latest ones). On time, a
+/// tick's samples span about one interval and none is owed; a tick that came late by k
+/// intervals owes k.
+pub fn catch_up_times(judged_ms: Option<i64>, latest_ms: i64, interval_ms: i64) -> Vec<i64> {
+    let (Some(judged), true) = (judged_ms, interval_ms > 0) else {
+        return Vec::new();
+    };
+    let mut times = Vec::new();
+    let mut time = judged + interval_ms;
+    while time < latest_ms - interval_ms / 2 {
+        times.push(time);
+        time += interval_ms;
+    }
+    let skip = times.len().saturating_sub(CATCH_UP_ROUNDS);
+    times.split_off(skip)
 }
 
 /// One target's scrape, reduced to the samples a rule names.
@@ -209,6 +236,7 @@ pub async fn run(
     let mut previous_late_scrapes = 0u64;
     let mut dropped_seen = 0u64;
     let mut lost_ms: Option<i64> = None;
+    let mut judged_ms: Option<i64> = None;
     let late = late_after(tick);
     let mut ticks = tokio::time::interval(tick);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -255,32 +283,42 @@ pub async fn run(
                 let detector = detector.get_or_insert_with(|| {
                     Detector::new(rules.clone(), dependencies.clone(), interval, settings.clone())
                 });
-                for batch in pending.drain(..) {
-                    let samples = batch.samples.iter().map(|(name, labels, value)| (name.as_str(), labels.clone(), *value));
-                    detector.observe(batch.time_ms, &batch.instance, samples);
-                }
                 detector.set_behind(held);
                 if let Some(lost) = lost_ms.take() {
                     detector.note_lost_input(lost);
                 }
-                let assessment = detector.assess(latest_ms);
-                let instances = detector.instances();
-                let mut round = Round {
-                    time_ms: assessment.time_ms,
-                    new_anomalies: new_anomaly_rows(&assessment, instances),
-                    events: tracker.track(&assessment),
-                    open: assessment.incidents.clone(),
-                    anomalies: assessment.anomalies.clone(),
-                    graph: graph_document(instances, detector.dependencies(), &detector.peer_edges()),
-                    lag,
-                    duration: Duration::ZERO,
-                    held_by: behind,
-                    late_scrapes: this_round_late,
-                    held,
-                };
-                round.duration = started.elapsed();
-                if out.send(round).await.is_err() {
-                    return;
+                // Rounds follow the samples' clock: each interval of sample time since the last
+                // round is judged at its own time, in order, even when this tick came late.
+                pending.sort_by_key(|batch| batch.time_ms);
+                let mut times = catch_up_times(judged_ms, latest_ms, interval);
+                times.push(latest_ms);
+                judged_ms = Some(latest_ms);
+                let mut batches = pending.drain(..).peekable();
+                let mut late_now = this_round_late;
+                for time_ms in times {
+                    while let Some(batch) = batches.next_if(|batch| batch.time_ms <= time_ms) {
+                        let samples = batch.samples.iter().map(|(name, labels, value)| (name.as_str(), labels.clone(), *value));
+                        detector.observe(batch.time_ms, &batch.instance, samples);
+                    }
+                    let assessment = detector.assess(time_ms);
+                    let instances = detector.instances();
+                    let mut round = Round {
+                        time_ms: assessment.time_ms,
+                        new_anomalies: new_anomaly_rows(&assessment, instances),
+                        events: tracker.track(&assessment),
+                        open: assessment.incidents.clone(),
+                        anomalies: assessment.anomalies.clone(),
+                        graph: graph_document(instances, detector.dependencies(), &detector.peer_edges()),
+                        lag,
+                        duration: Duration::ZERO,
+                        held_by: behind,
+                        late_scrapes: std::mem::take(&mut late_now),
+                        held,
+                    };
+                    round.duration = started.elapsed();
+                    if out.send(round).await.is_err() {
+                        return;
+                    }
                 }
             }
             _ = shutdown.changed() => return,
@@ -395,6 +433,52 @@ mod tests {
         assert_eq!(round.time_ms, 6_000);
         let line = BehindNotice::default().note(&Round { held_by: None, ..round });
         assert!(line.is_some_and(|line| line.contains("scrapes since the last detector round were skipped")));
+        drop(batches);
+        detector.await.unwrap();
+    }
+
+    /// The boundaries owed after a late tick, worked by hand: interval 1 s, last round at
+    /// 6 s.
+    #[test]
+    fn a_late_tick_owes_a_round_for_every_interval_it_skipped() {
+        // On time: the newest sample is one interval on; nothing owed.
+        assert_eq!(catch_up_times(Some(6_000), 7_000, 1_000), Vec::<i64>::new());
+        // Spread scrapes: 1.4 intervals on is still one round.
+        assert_eq!(catch_up_times(Some(6_000), 7_400, 1_000), Vec::<i64>::new());
+        // Three intervals on: 7 s and 8 s are owed before the newest (9 s).
+        assert_eq!(catch_up_times(Some(6_000), 9_000, 1_000), vec![7_000, 8_000]);
+        // A stall of 20 intervals: only the last CATCH_UP_ROUNDS boundaries.
+        assert_eq!(
+            catch_up_times(Some(6_000), 26_000, 1_000),
+            vec![22_000, 23_000, 24_000, 25_000]
+        );
+        // No round judged yet, or no interval: nothing owed.
+        assert_eq!(catch_up_times(None, 26_000, 1_000), Vec::<i64>::new());
+        assert_eq!(catch_up_times(Some(6_000), 26_000, 0), Vec::<i64>::new());
+    }
+
+    /// Samples of three intervals that arrive before one tick (epicenter caught up after a
+    /// stall) are judged in three rounds at their own times, each seeing only the samples up
+    /// to it, not in one round at the newest time.
+    #[tokio::test(flavor = "current_thread")]
+    async fn samples_of_several_intervals_are_judged_at_their_own_times() {
+        let tick = Duration::from_millis(200);
+        let (batches, mut rounds, _stop, detector) = start(tick);
+        for second in 0..=6 {
+            batches.send(batch(second * 1_000)).await.unwrap();
+        }
+        let first = rounds.recv().await.unwrap();
+        assert_eq!(first.time_ms, 6_000);
+        // Three intervals' samples arrive together (this task does not yield in between, so
+        // the detector's task sees all three before its next tick).
+        for second in 7..=9 {
+            batches.send(batch(second * 1_000)).await.unwrap();
+        }
+        let mut times = Vec::new();
+        while times.last() != Some(&9_000) {
+            times.push(rounds.recv().await.unwrap().time_ms);
+        }
+        assert_eq!(times, vec![7_000, 8_000, 9_000]);
         drop(batches);
         detector.await.unwrap();
     }
