@@ -5,53 +5,18 @@
 //! (`epicenter_eval::scenarios::score`).
 
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use epicenter_collector::scrape::Clock;
 use epicenter_detector::engine::InstanceInfo;
 use epicenter_eval::demo::{collector_config, simulated_start_ms, truth_reached};
+use epicenter_eval::load::BusyThreads;
 use epicenter_eval::scenarios::{fleet_dependencies, score, Judged, ScenarioResult};
 use epicenter_fleet::scenario::Scenario;
 use tokio::sync::{mpsc, watch};
 
 use crate::config::Config;
 use crate::open::{open_store, runtime, store_config};
-
-/// Busy threads that compete with the run for the machine's cores (each spins until
-/// dropped), as an SRE's noisy neighbour or a compile job would.
-struct Hogs {
-    stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl Hogs {
-    fn start(count: usize) -> Hogs {
-        let stop = Arc::new(AtomicBool::new(false));
-        let threads = (0..count)
-            .map(|_| {
-                let stop = Arc::clone(&stop);
-                std::thread::spawn(move || {
-                    let mut spins = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
-                        spins = std::hint::black_box(spins.wrapping_add(1));
-                    }
-                })
-            })
-            .collect();
-        Hogs { stop, threads }
-    }
-}
-
-impl Drop for Hogs {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for thread in self.threads.drain(..) {
-            let _ = thread.join();
-        }
-    }
-}
 
 /// Runs every scenario live, one after the other, beside `load` busy threads, into one
 /// embedded store in a temporary folder (removed afterwards; the engine holds one store per
@@ -132,7 +97,7 @@ fn run_one(
     };
     let run_for = Duration::from_secs_f64(scenario.duration.0.as_secs_f64() / scenario.speed) + wall_interval * 2;
     let (tap, mut rounds) = mpsc::unbounded_channel();
-    let hogs = Hogs::start(load);
+    let hogs = BusyThreads::start(load);
     let _ = runtime.block_on(crate::serve::serve(
         config,
         jobs,

@@ -19,44 +19,9 @@
 mod common;
 
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use common::sql_rows;
-
-/// CPU hogs beside the run: busy threads of this test process, stopped when dropped.
-struct Hogs {
-    stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<u64>>,
-}
-
-impl Hogs {
-    fn start(count: usize) -> Hogs {
-        let stop = Arc::new(AtomicBool::new(false));
-        let threads = (0..count)
-            .map(|_| {
-                let stop = Arc::clone(&stop);
-                std::thread::spawn(move || {
-                    let mut spins = 0u64;
-                    while !stop.load(Ordering::Relaxed) {
-                        spins = std::hint::black_box(spins.wrapping_add(1));
-                    }
-                    spins
-                })
-            })
-            .collect();
-        Hogs { stop, threads }
-    }
-}
-
-impl Drop for Hogs {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for thread in self.threads.drain(..) {
-            let _ = thread.join();
-        }
-    }
-}
+use epicenter_eval::load::BusyThreads;
 
 #[test]
 fn a_healthy_day_run_live_beside_four_cpu_hogs_opens_no_verdict() {
@@ -76,7 +41,7 @@ fn a_healthy_day_run_live_beside_four_cpu_hogs_opens_no_verdict() {
     std::fs::write(&scenario, day).unwrap();
     let data = dir.join("data");
 
-    let hogs = Hogs::start(4);
+    let hogs = BusyThreads::start(4);
     let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
         .args(["demo", "--speed", "600", "--scenario"])
         .arg(&scenario)

@@ -370,19 +370,33 @@ mod tests {
         (batches, rounds, stop, detector)
     }
 
+    /// [`start`], then seven samples of one target 1 s apart (the interval is known after
+    /// five gaps) and the first round, judged at the last of them (6 s).
+    async fn warmed(
+        tick: Duration,
+    ) -> (
+        mpsc::Sender<Batch>,
+        mpsc::Receiver<Round>,
+        watch::Sender<bool>,
+        tokio::task::JoinHandle<()>,
+        Round,
+    ) {
+        let (batches, mut rounds, stop, detector) = start(tick);
+        for second in 0..=6 {
+            batches.send(batch(second * 1_000)).await.unwrap();
+        }
+        let first = rounds.recv().await.unwrap();
+        assert_eq!(first.time_ms, 6_000);
+        (batches, rounds, stop, detector, first)
+    }
+
     /// A round that starts late (here: the runtime's only thread blocked for three ticks) is
     /// judged behind, and so is the one after it; its lag is measured, not guessed. Only
     /// lower bounds are asserted: a busy machine makes every round later, never earlier.
     #[tokio::test(flavor = "current_thread")]
     async fn a_late_round_and_the_next_are_held() {
         let tick = Duration::from_millis(200);
-        let (batches, mut rounds, _stop, detector) = start(tick);
-        // Gaps of 1 s between one target's samples: the interval is known after five.
-        for second in 0..=6 {
-            batches.send(batch(second * 1_000)).await.unwrap();
-        }
-        let first = rounds.recv().await.unwrap();
-        assert_eq!(first.time_ms, 6_000);
+        let (batches, mut rounds, _stop, detector, _) = warmed(tick).await;
         // Block the runtime: the next tick cannot start on time.
         tokio::spawn(async { std::thread::sleep(Duration::from_millis(600)) });
         let late = rounds.recv().await.unwrap();
@@ -404,11 +418,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn late_scrapes_hold_their_round_and_the_next() {
         let tick = Duration::from_millis(100);
-        let (batches, mut rounds, _stop, detector) = start(tick);
-        for second in 0..=6 {
-            batches.send(batch(second * 1_000)).await.unwrap();
-        }
-        let first = rounds.recv().await.unwrap();
+        let (batches, mut rounds, _stop, detector, first) = warmed(tick).await;
         assert_eq!(first.late_scrapes, 0);
         for _ in 0..2 {
             batches
@@ -463,12 +473,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn samples_of_several_intervals_are_judged_at_their_own_times() {
         let tick = Duration::from_millis(200);
-        let (batches, mut rounds, _stop, detector) = start(tick);
-        for second in 0..=6 {
-            batches.send(batch(second * 1_000)).await.unwrap();
-        }
-        let first = rounds.recv().await.unwrap();
-        assert_eq!(first.time_ms, 6_000);
+        let (batches, mut rounds, _stop, detector, _) = warmed(tick).await;
         // Three intervals' samples arrive together (this task does not yield in between, so
         // the detector's task sees all three before its next tick).
         for second in 7..=9 {

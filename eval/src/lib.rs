@@ -10,6 +10,7 @@
 //! asked (`eval --calibrate`), on calibration seeds.
 
 pub mod demo;
+pub mod load;
 pub mod petshop;
 pub mod replay;
 pub mod report;
