@@ -344,18 +344,21 @@ mod tests {
         }
     }
 
-    /// A live detector without rules ticking every `tick`: its inbox, its rounds, the
-    /// shutdown switch (kept alive by the caller) and its task.
-    fn start(
+    /// A live detector without rules ticking every `tick`, fed seven samples of one target
+    /// 1 s apart (the interval is known after five gaps): its inbox, its rounds, the shutdown
+    /// switch (kept alive by the caller), its task, and its first round, judged at the last
+    /// of those samples (6 s).
+    async fn warmed(
         tick: Duration,
     ) -> (
         mpsc::Sender<Batch>,
         mpsc::Receiver<Round>,
         watch::Sender<bool>,
         tokio::task::JoinHandle<()>,
+        Round,
     ) {
         let (batches, inbox) = mpsc::channel(64);
-        let (out, rounds) = mpsc::channel(64);
+        let (out, mut rounds) = mpsc::channel(64);
         let (stop, shutdown) = watch::channel(false);
         let detector = tokio::spawn(run(
             Vec::new(),
@@ -367,21 +370,6 @@ mod tests {
             out,
             shutdown,
         ));
-        (batches, rounds, stop, detector)
-    }
-
-    /// [`start`], then seven samples of one target 1 s apart (the interval is known after
-    /// five gaps) and the first round, judged at the last of them (6 s).
-    async fn warmed(
-        tick: Duration,
-    ) -> (
-        mpsc::Sender<Batch>,
-        mpsc::Receiver<Round>,
-        watch::Sender<bool>,
-        tokio::task::JoinHandle<()>,
-        Round,
-    ) {
-        let (batches, mut rounds, stop, detector) = start(tick);
         for second in 0..=6 {
             batches.send(batch(second * 1_000)).await.unwrap();
         }
