@@ -4,30 +4,79 @@
 //! rounds the live detector sent by the same scoring as the headless run
 //! (`epicenter_eval::scenarios::score`).
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use epicenter_collector::scrape::Clock;
-use epicenter_detector::engine::InstanceInfo;
 use epicenter_eval::demo::{collector_config, simulated_start_ms, truth_reached};
 use epicenter_eval::load::BusyThreads;
-use epicenter_eval::scenarios::{fleet_dependencies, score, Judged, ScenarioResult};
+use epicenter_eval::scenarios::{fleet_dependencies, instance_info, score, Judged, ScenarioResult};
 use epicenter_fleet::scenario::Scenario;
 use tokio::sync::{mpsc, watch};
 
 use crate::config::Config;
 use crate::open::{open_store, runtime, store_config};
 
+/// What `eval --load` did: a result per scenario run (the last one cut short when
+/// `interrupted`), and, when a stop signal came, a sentence saying which scenario it cut
+/// short and that the later ones were not run.
+pub(crate) struct LiveRun {
+    pub(crate) results: Vec<ScenarioResult>,
+    pub(crate) interrupted: Option<String>,
+}
+
+/// The run's temporary store folder, removed when dropped (also when a panic unwinds).
+struct TempFolder(PathBuf);
+
+impl Drop for TempFolder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Runs every scenario live, one after the other, beside `load` busy threads, into one
-/// embedded store in a temporary folder (removed afterwards; the engine holds one store per
-/// process), and scores each. Progress goes to stderr unless `quiet`. Errors: the store or
-/// the fleet cannot start (printed, with the exit code to use).
-pub(crate) fn evaluate(scenarios: &[Scenario], load: usize, quiet: bool) -> Result<Vec<ScenarioResult>, ExitCode> {
+/// embedded store in a new temporary folder (removed afterwards; the engine holds one store
+/// per process), and scores each. Progress goes to stderr unless `quiet`. Ctrl-C or SIGTERM
+/// stops the scenario running (flushed and scored as far as it got) and the ones after it.
+/// Errors: the folder, the store, the fleet or the busy threads cannot start (printed, with
+/// the exit code to use).
+pub(crate) fn evaluate(scenarios: &[Scenario], load: usize, quiet: bool) -> Result<LiveRun, ExitCode> {
     let runtime = runtime()?;
-    let data = std::env::temp_dir().join(format!("epicenter-eval-live-{}", std::process::id()));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.subsec_nanos());
+    let folder =
+        TempFolder(std::env::temp_dir().join(format!("epicenter-eval-live-{}-{nanos:09}", std::process::id())));
+    if let Err(error) = std::fs::create_dir(&folder.0) {
+        eprintln!(
+            "error: cannot create the live evaluation's store folder {}: {error}",
+            folder.0.display()
+        );
+        return Err(ExitCode::from(1));
+    }
+    let data = folder.0.join("data");
     let store = store_config(None, Some(&data)).and_then(|config| open_store(&config, &runtime))?;
-    let mut results = Vec::new();
-    for scenario in scenarios {
+    // A stop signal ends the whole evaluation: `serve` stops the scenario it is running, this
+    // listener (which hears the same signal) keeps the next ones from starting.
+    let stopped: Arc<Mutex<Option<&'static str>>> = Arc::default();
+    let heard = Arc::clone(&stopped);
+    // Registered now, before any scenario starts, so that no signal goes unheard.
+    let mut signals = {
+        let _entered = runtime.enter();
+        crate::signals::StopSignals::listen()
+    };
+    runtime.spawn(async move {
+        let signal = signals.next().await;
+        *heard.lock().unwrap_or_else(PoisonError::into_inner) = Some(signal);
+    });
+    let signal = || *stopped.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut run = LiveRun {
+        results: Vec::new(),
+        interrupted: None,
+    };
+    for (index, scenario) in scenarios.iter().enumerate() {
         if !quiet {
             eprintln!(
                 "eval: {} live ({} simulated at {}x, about {:.0} s) beside {load} busy thread{}…",
@@ -38,27 +87,34 @@ pub(crate) fn evaluate(scenarios: &[Scenario], load: usize, quiet: bool) -> Resu
                 if load == 1 { "" } else { "s" }
             );
         }
-        match run_one(scenario, load, &store, &runtime, &data) {
-            Ok(result) => results.push(result),
-            Err(code) => {
-                let _ = std::fs::remove_dir_all(&data);
-                return Err(code);
-            }
+        let result = run_one(scenario, load, &store, &runtime, &data)?;
+        let reached = result.simulated_seconds;
+        run.results.push(result);
+        if let Some(signal) = signal() {
+            let later = scenarios.len() - index - 1;
+            run.interrupted = Some(format!(
+                "stopped by {signal} during '{}' at {reached:.0} of {} simulated seconds: its result covers only that part{}",
+                scenario.name,
+                scenario.duration.0.as_secs(),
+                if later > 0 { format!("; {later} later scenario(s) not run") } else { String::new() }
+            ));
+            break;
         }
     }
     drop(store);
-    let _ = std::fs::remove_dir_all(&data);
-    Ok(results)
+    drop(folder);
+    Ok(run)
 }
 
 /// One scenario on the live path: the fleet started on the simulated clock `demo` uses, the
-/// pipeline run for the scenario's wall time plus two intervals, every round kept.
+/// pipeline run for the scenario's wall time plus two intervals (or until a stop signal),
+/// every round the live detector sent converted for scoring as it comes.
 fn run_one(
     scenario: &Scenario,
     load: usize,
     store: &epicenter_store::Store,
     runtime: &tokio::runtime::Runtime,
-    data: &std::path::Path,
+    data: &Path,
 ) -> Result<ScenarioResult, ExitCode> {
     let wall_ms = || {
         std::time::SystemTime::now()
@@ -96,8 +152,19 @@ fn run_one(
         end_ms: start_ms + scenario.duration.0.as_millis() as i64,
     };
     let run_for = Duration::from_secs_f64(scenario.duration.0.as_secs_f64() / scenario.speed) + wall_interval * 2;
-    let (tap, mut rounds) = mpsc::unbounded_channel();
-    let hogs = BusyThreads::start(load);
+    let (tap, mut rounds) = mpsc::unbounded_channel::<epicenter_detector::live::Round>();
+    // Each round kept only as what scoring reads (a round also carries the whole graph).
+    let collecting = runtime.spawn(async move {
+        let mut judged = Vec::new();
+        while let Some(round) = rounds.recv().await {
+            judged.push(Judged::from(&round));
+        }
+        judged
+    });
+    let hogs = BusyThreads::start(load).map_err(|error| {
+        eprintln!("error: cannot start {load} busy threads: {error}");
+        ExitCode::from(1)
+    })?;
     let _ = runtime.block_on(crate::serve::serve(
         config,
         jobs,
@@ -112,23 +179,12 @@ fn run_one(
     let reached_ms = start_ms + *fleet.clock.borrow() as i64 * 1000;
     let duration_ms = scenario.duration.0.as_millis() as i64;
     let truth = truth_reached(fleet.ground_truth(), start_ms, reached_ms, duration_ms);
-    let mut judged = Vec::new();
-    while let Ok(round) = rounds.try_recv() {
-        judged.push(Judged::from(&round));
-    }
+    // The tap closed with the pipeline: every round is in.
+    let judged = runtime.block_on(collecting).unwrap_or_default();
     let instances = fleet
         .served
         .iter()
-        .map(|served| {
-            let instance = &served.instance;
-            let info = InstanceInfo {
-                name: instance.name.clone(),
-                dc: instance.dc.clone(),
-                host: instance.host.clone(),
-                service: instance.service.name().to_string(),
-            };
-            (instance.name.clone(), info)
-        })
+        .map(|served| (served.instance.name.clone(), instance_info(&served.instance)))
         .collect();
     let interval = scenario.scrape_interval.0.as_secs().max(1);
     let simulated_seconds = ((reached_ms - start_ms) as f64 / 1000.0).max(0.0);

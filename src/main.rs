@@ -77,10 +77,12 @@ enum Command {
     /// Score the detector on scenarios: AC@1, AC@3, Avg@5 at host and datacenter level, time
     /// to detect and false verdicts, beside two reference rankings from the literature.
     ///
-    /// Runs headless and faster than real time (no store needed).
+    /// Runs headless and faster than real time (no store needed), or, with --load N, on the
+    /// live path (served fleet, collector, live detector, store) beside N busy threads.
     /// Examples:
     ///   epicenter eval                        # every shipped scenario
     ///   epicenter eval redis-node-loss my.yml --json
+    ///   epicenter eval --load 4 redis-node-loss   # live, 4 busy threads beside it (~30 s)
     ///   epicenter eval --dataset petshop ../shared/datasets/petshop
     #[command(verbatim_doc_comment)]
     Eval(eval::EvalArgs),

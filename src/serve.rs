@@ -52,6 +52,7 @@ pub(crate) async fn serve(
     tap: Option<mpsc::UnboundedSender<Round>>,
 ) -> ExitCode {
     let mut signals = crate::signals::StopSignals::listen();
+    let tapped = tap.is_some();
     // One HTTP client per job: each job may have its own tls_config and proxy.
     let mut scrapers = Vec::with_capacity(jobs.len());
     for (index, job) in jobs.iter().enumerate() {
@@ -210,7 +211,7 @@ pub(crate) async fn serve(
     // engine's exit-time destructors (they crash while its threads run; see `exit_now`).
     let flushed = Arc::new(AtomicBool::new(false));
     let flushed_seen = Arc::clone(&flushed);
-    tokio::spawn(async move {
+    let second_signal = tokio::spawn(async move {
         let signal = signals.next().await;
         if flushed_seen.load(Ordering::SeqCst) {
             eprintln!("epicenter: {signal} again: everything was already written; exiting");
@@ -229,6 +230,11 @@ pub(crate) async fn serve(
     }
     let _ = writer.await;
     flushed.store(true, Ordering::SeqCst);
+    if tapped {
+        // `eval --load` goes on with its next scenario on this runtime: a later signal is
+        // that run's (and the caller's), not this one's.
+        second_signal.abort();
+    }
     let _ = server.await;
     if let Some(live) = live_sql {
         let _ = live.task.await;

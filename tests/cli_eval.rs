@@ -502,6 +502,82 @@ fn the_live_path_beside_four_busy_threads_names_each_fault() {
     }
 }
 
+/// Ctrl-C during `eval --load` stops the scenario running and the ones after it, reports
+/// what was judged, marked as cut short, exits 130 and leaves no temporary store behind (a
+/// reviewer found the second scenario started anyway and a later Ctrl-C lost everything).
+#[test]
+fn ctrl_c_stops_a_live_evaluation_and_reports_what_was_judged() {
+    use std::io::{BufRead, BufReader};
+    if common::require(&[]).is_none() {
+        return;
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["eval", "--json", "--load", "0", "redis-node-loss", "redis-slow-node"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    // The pipeline is up once it says what it scrapes.
+    while !seen.contains("epicenter: scraping") {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "stderr ended: {seen}");
+        seen.push_str(&line);
+    }
+    common::signal(&child, common::Signal::SIGINT);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let output = child.wait_with_output().unwrap();
+    seen.push_str(&rest);
+    assert_eq!(output.status.code(), Some(130), "{seen}");
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let interrupted = report["interrupted"].as_str().unwrap_or_default();
+    assert!(
+        interrupted.contains("stopped by Ctrl-C during 'redis-node-loss'"),
+        "{report}"
+    );
+    assert!(interrupted.contains("1 later scenario(s) not run"), "{interrupted}");
+    assert_eq!(report["scenarios"].as_array().unwrap().len(), 1, "{report}");
+    assert!(seen.contains("eval: stopped by Ctrl-C"), "{seen}");
+    assert!(
+        !seen.contains("redis-slow-node live"),
+        "the next scenario started: {seen}"
+    );
+    let prefix = format!("epicenter-eval-live-{pid}-");
+    let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "temporary store left behind: {left:?}");
+}
+
+/// A scenario's name is any string its file gives; the live path's collector configuration
+/// must keep it one value (a reviewer's `x}, y: {z` broke the generated YAML).
+#[test]
+fn a_scenario_name_with_yaml_syntax_runs_live() {
+    if common::require(&[]).is_none() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("epicenter-odd-name-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("odd.yml");
+    let name = "x}, y: {z 'q' #c";
+    std::fs::write(
+        &file,
+        format!(
+            "name: \"{name}\"\ndescription: a short healthy run\nseed: 7\nspeed: 60\nduration: 1m\nscrape_interval: 10s\n"
+        ),
+    )
+    .unwrap();
+    let report = eval(&["--load", "0", file.to_str().unwrap()]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(report["scenarios"][0]["scenario"].as_str(), Some(name), "{report}");
+    assert_eq!(report["scenarios"][0]["false_verdicts"].as_u64(), Some(0), "{report}");
+}
+
 /// The PetShop harness reads every issue of the dataset in ../shared (training split here) and
 /// reports recall per setting, split and issue metric beside the dataset's reference figures;
 /// ours must be at least as high on every split present and pooled like the reference.

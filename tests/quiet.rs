@@ -41,7 +41,7 @@ fn a_healthy_day_run_live_beside_four_cpu_hogs_opens_no_verdict() {
     std::fs::write(&scenario, day).unwrap();
     let data = dir.join("data");
 
-    let hogs = BusyThreads::start(4);
+    let hogs = BusyThreads::start(4).unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
         .args(["demo", "--speed", "600", "--scenario"])
         .arg(&scenario)

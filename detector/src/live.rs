@@ -57,14 +57,19 @@ pub fn catch_up_times(judged_ms: Option<i64>, latest_ms: i64, interval_ms: i64) 
     let (Some(judged), true) = (judged_ms, interval_ms > 0) else {
         return Vec::new();
     };
-    let mut times = Vec::new();
-    let mut time = judged + interval_ms;
-    while time < latest_ms - interval_ms / 2 {
-        times.push(time);
-        time += interval_ms;
-    }
-    let skip = times.len().saturating_sub(CATCH_UP_ROUNDS);
-    times.split_off(skip)
+    // Boundaries judged + k·interval for k = 1..=owed, those before latest − interval/2;
+    // counted, not walked: a sample stamped far ahead must not make this loop (or a vector)
+    // as long as the jump.
+    let before = latest_ms.saturating_sub(interval_ms / 2);
+    let owed = if before > judged {
+        (before - judged - 1) / interval_ms
+    } else {
+        0
+    };
+    let first = (owed - CATCH_UP_ROUNDS as i64).max(0) + 1;
+    (first..=owed)
+        .map(|k| judged.saturating_add(k.saturating_mul(interval_ms)))
+        .collect()
 }
 
 /// One target's scrape, reduced to the samples a rule names.
@@ -450,6 +455,13 @@ mod tests {
             catch_up_times(Some(6_000), 26_000, 1_000),
             vec![22_000, 23_000, 24_000, 25_000]
         );
+        // A sample stamped a century ahead: four rounds owed, computed, not walked.
+        let century = 100 * 365 * 86_400_000_i64;
+        assert_eq!(
+            catch_up_times(Some(6_000), century, 1_000),
+            vec![century - 4_000, century - 3_000, century - 2_000, century - 1_000]
+        );
+        assert_eq!(catch_up_times(Some(0), i64::MAX, 1_000).len(), 4);
         // No round judged yet, or no interval: nothing owed.
         assert_eq!(catch_up_times(None, 26_000, 1_000), Vec::<i64>::new());
         assert_eq!(catch_up_times(Some(6_000), 26_000, 0), Vec::<i64>::new());

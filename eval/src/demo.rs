@@ -21,8 +21,9 @@ pub fn collector_config(scenario: &Scenario, served: &[ServedInstance], interval
     let interval_ms = interval.as_millis().max(100);
     let timeout_ms = (interval_ms * 8 / 10).max(80);
     let mut yaml = format!(
-        "global:\n  scrape_interval: {interval_ms}ms\n  scrape_timeout: {timeout_ms}ms\n  external_labels: {{scenario: {}}}\nscrape_configs:\n",
-        scenario.name
+        "global:\n  scrape_interval: {interval_ms}ms\n  scrape_timeout: {timeout_ms}ms\n  external_labels: {{scenario: '{}'}}\nscrape_configs:\n",
+        // Single-quoted YAML: any name a scenario file may give stays one value.
+        scenario.name.replace('\'', "''")
     );
     // One job per service, in the fleet's order.
     let mut services: Vec<&str> = Vec::new();

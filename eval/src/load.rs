@@ -14,21 +14,26 @@ pub struct BusyThreads {
 }
 
 impl BusyThreads {
-    /// Starts `count` busy threads (none for 0).
-    pub fn start(count: usize) -> BusyThreads {
-        let stop = Arc::new(AtomicBool::new(false));
-        let threads = (0..count)
-            .map(|_| {
-                let stop = Arc::clone(&stop);
-                std::thread::spawn(move || {
+    /// Starts `count` busy threads (none for 0). Errors: the system refused a thread (the
+    /// ones already started are stopped before returning).
+    pub fn start(count: usize) -> std::io::Result<BusyThreads> {
+        let mut busy = BusyThreads {
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Vec::with_capacity(count),
+        };
+        for index in 0..count {
+            let stop = Arc::clone(&busy.stop);
+            let thread = std::thread::Builder::new()
+                .name(format!("busy-{index}"))
+                .spawn(move || {
                     let mut spins = 0u64;
                     while !stop.load(Ordering::Relaxed) {
                         spins = std::hint::black_box(spins.wrapping_add(1));
                     }
-                })
-            })
-            .collect();
-        BusyThreads { stop, threads }
+                })?;
+            busy.threads.push(thread);
+        }
+        Ok(busy)
     }
 
     /// How many threads are busy.
@@ -48,6 +53,7 @@ impl Drop for BusyThreads {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
     use super::*;
 
     /// The threads run while the value lives (they burn CPU time that the process's own
@@ -64,7 +70,7 @@ mod tests {
                 .unwrap_or(0)
         };
         let before = cpu();
-        let busy = BusyThreads::start(2);
+        let busy = BusyThreads::start(2).unwrap();
         assert_eq!(busy.count(), 2);
         let started = std::time::Instant::now();
         while cpu() < before + 5 && started.elapsed() < std::time::Duration::from_secs(30) {
@@ -72,6 +78,6 @@ mod tests {
         }
         assert!(cpu() >= before + 5, "no CPU time burnt in 30 s");
         drop(busy);
-        assert_eq!(BusyThreads::start(0).count(), 0);
+        assert_eq!(BusyThreads::start(0).unwrap().count(), 0);
     }
 }

@@ -16,7 +16,7 @@ use epicenter_detector::rules::Rule;
 use epicenter_detector::score::{ac_at, avg_at_5, dedup};
 use epicenter_fleet::scenario::Scenario;
 use epicenter_fleet::truth::{ground_truth, Truth};
-use epicenter_fleet::Fleet;
+use epicenter_fleet::{Fleet, Instance};
 use serde::Serialize;
 
 /// The services of the simulated fleet and who calls whom.
@@ -35,6 +35,16 @@ pub fn fleet_dependencies() -> Vec<Dependency> {
         same_dc,
     })
     .collect()
+}
+
+/// Where a simulated instance runs, as the detector names it (its placement labels).
+pub fn instance_info(instance: &Instance) -> InstanceInfo {
+    InstanceInfo {
+        name: instance.name.clone(),
+        dc: instance.dc.clone(),
+        host: instance.host.clone(),
+        service: instance.service.name().to_string(),
+    }
 }
 
 /// Scores of one ranking.
@@ -200,16 +210,7 @@ pub fn evaluate(scenario: &Scenario, rules: Vec<Rule>, mut trace: Option<&mut dy
     let mut fleet = Fleet::new(scenario, start_ms);
     let interval = scenario.scrape_interval.0.as_secs().max(1);
     let mut detector = Detector::new(rules, fleet_dependencies(), interval as i64 * 1000, Settings::default());
-    let infos: Vec<InstanceInfo> = fleet
-        .instances()
-        .iter()
-        .map(|instance| InstanceInfo {
-            name: instance.name.clone(),
-            dc: instance.dc.clone(),
-            host: instance.host.clone(),
-            service: instance.service.name().to_string(),
-        })
-        .collect();
+    let infos: Vec<InstanceInfo> = fleet.instances().iter().map(instance_info).collect();
     let truth = ground_truth(&fleet);
     let mut assessments: Vec<Judged> = Vec::new();
     let end = scenario.duration.0.as_secs();
