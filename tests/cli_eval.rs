@@ -1,9 +1,9 @@
-//! `epicenter eval` against issue 5's acceptance: over the shipped scenarios and over
-//! scenarios written here (not in the repository, in the documented format, other nodes,
-//! datacenters, strengths and seeds), host-level AC@1 ≥ 0.9 and AC@3 = 1.0, datacenter-level
-//! AC@1 = 1.0 (every fault here has one datacenter), median time to detect ≤ 3 scrape
-//! intervals, no false verdicts, and none over 24 simulated hours of a healthy fleet with
-//! deploys. The reference rankings are reported beside ours. Every fault is scored on its own
+//! `epicenter eval` against issues 5's and 17's acceptance: over the shipped scenarios and
+//! over scenarios written here (not in the repository, in the documented format, other nodes,
+//! datacenters, strengths and seeds), host-level AC@1 ≥ 0.95 and AC@3 = 1.0, kind and
+//! datacenter set right ≥ 0.95, datacenter-level AC@1 = 1.0 (every fault here has one
+//! datacenter), median time to detect ≤ 2 scrape intervals, no false verdicts, and none over
+//! 24 simulated hours of a healthy fleet with deploys. The reference rankings are reported beside ours. Every fault is scored on its own
 //! incident (issue 17): two faults at once, in different datacenters, are each named by an
 //! incident of their own, with the right kind, within the time a lone fault takes.
 
@@ -28,14 +28,15 @@ fn check(report: &serde_json::Value) {
     let overall = &report["overall"];
     let ours = &overall["epicenter"];
     eprintln!("{}", serde_json::to_string_pretty(overall).unwrap());
-    assert!(ours["host_ac1"].as_f64().unwrap() >= 0.9, "{overall}");
-    // Issue 17: the kind and the datacenters named are scored too.
+    // Issue 17's acceptance: host AC@1 ≥ 0.95, AC@3 = 1, kind and datacenter set ≥ 0.95,
+    // median time to detect ≤ 2 intervals.
+    assert!(ours["host_ac1"].as_f64().unwrap() >= 0.95, "{overall}");
     assert!(overall["kind_accuracy"].as_f64().unwrap() >= 0.95, "{overall}");
     assert!(overall["dc_set_accuracy"].as_f64().unwrap() >= 0.95, "{overall}");
     assert_eq!(ours["host_ac3"].as_f64(), Some(1.0), "{overall}");
     assert_eq!(ours["dc_ac1"].as_f64(), Some(1.0), "{overall}");
     assert!(
-        overall["median_intervals_to_detect"].as_f64().unwrap() <= 3.0,
+        overall["median_intervals_to_detect"].as_f64().unwrap() <= 2.0,
         "{overall}"
     );
     assert_eq!(overall["false_verdicts"].as_u64(), Some(0), "{overall}");

@@ -7,9 +7,11 @@
 //! The samples' clock may run faster than the wall clock (a simulated fleet stamps its own
 //! time): the detector reasons in the interval measured between one target's samples, and is
 //! built once the first gaps are known. A tick (wall clock) only says when to judge; what a
-//! round judges follows the samples' clock: each interval of sample time since the last round
-//! gets a round at its own time, seeing the samples up to it ([`catch_up_times`]), so a tick
-//! that came late by k intervals judges k rounds, as the headless run would have.
+//! round judges follows the samples' clock: when a tick came late (half a tick or more) or the
+//! samples waiting span more than an interval and a half, each interval of sample time since
+//! the last round gets a round at its own time, seeing the samples up to it
+//! ([`catch_up_times`]), so a tick that came late by k intervals judges k rounds, as the
+//! headless run would have. On time, one round judges what came.
 //!
 //! A round that runs late by a quarter of the tick or more (at least 25 ms) means epicenter
 //! itself is starved, and so, most likely, is everything beside it on the machine: that round
@@ -292,10 +294,22 @@ pub async fn run(
                 if let Some(lost) = lost_ms.take() {
                     detector.note_lost_input(lost);
                 }
-                // Rounds follow the samples' clock: each interval of sample time since the last
-                // round is judged at its own time, in order, even when this tick came late.
+                // Rounds follow the samples' clock: when this tick came late (by half a tick or
+                // more) or the samples waiting span more than an interval and a half (they piled
+                // up on the way), each interval of sample time since the last round is judged at
+                // its own time, in order. On time, with scrapes spread over the interval, one
+                // round judges what came, as before.
                 pending.sort_by_key(|batch| batch.time_ms);
-                let mut times = catch_up_times(judged_ms, latest_ms, interval);
+                let span = match (pending.first(), pending.last()) {
+                    (Some(first), Some(last)) => last.time_ms - first.time_ms,
+                    _ => 0,
+                };
+                let piled_up = lag >= tick / 2 || span > interval + interval / 2;
+                let mut times = if piled_up {
+                    catch_up_times(judged_ms, latest_ms, interval)
+                } else {
+                    Vec::new()
+                };
                 times.push(latest_ms);
                 judged_ms = Some(latest_ms);
                 let mut batches = pending.drain(..).peekable();
@@ -484,6 +498,35 @@ mod tests {
             times.push(rounds.recv().await.unwrap().time_ms);
         }
         assert_eq!(times, vec![7_000, 8_000, 9_000]);
+        drop(batches);
+        detector.await.unwrap();
+    }
+
+    /// On time, scrapes spread over the interval: the newest sample may lie more than an
+    /// interval and a half after the last round's (a target scraped late in the interval),
+    /// but nothing piled up, so one round judges what came (the rule owed a round here at
+    /// first, and real scrapes' jitter made rounds come in pairs).
+    #[tokio::test(flavor = "current_thread")]
+    async fn scrapes_spread_over_an_on_time_tick_are_judged_in_one_round() {
+        let tick = Duration::from_secs(1);
+        let (batches, mut rounds, _stop, detector, _) = warmed(tick).await;
+        batches.send(batch(7_000)).await.unwrap();
+        let mut other = batch(7_600);
+        other.instance.name = "r2".into();
+        batches.send(other).await.unwrap();
+        let mut seen = Vec::new();
+        while seen.last().map(|(time, _)| *time) != Some(7_600) {
+            let round = rounds.recv().await.unwrap();
+            seen.push((round.time_ms, round.lag));
+        }
+        // Only a tick that itself came late may judge owed rounds.
+        if seen.iter().all(|(_, lag)| *lag < tick / 2) {
+            assert_eq!(
+                seen.iter().map(|(time, _)| *time).collect::<Vec<_>>(),
+                vec![7_600],
+                "{seen:?}"
+            );
+        }
         drop(batches);
         detector.await.unwrap();
     }
