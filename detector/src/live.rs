@@ -52,9 +52,9 @@ const CATCH_UP_ROUNDS: usize = 4;
 
 /// The sample times (ms) of the rounds owed before the newest one at `latest_ms`: every
 /// interval boundary after the last round judged (`judged_ms`) that lies more than half an
-/// interval before `latest_ms`, at most 4 (the latest ones). On time, a
-/// tick's samples span about one interval and none is owed; a tick that came late by k
-/// intervals owes k.
+/// interval before `latest_ms`, at most 4 (the latest ones): a tick that came late by k
+/// intervals owes k. The live loop asks only when a tick came late or the waiting samples
+/// piled up; scrapes spread over an on-time interval owe nothing.
 pub fn catch_up_times(judged_ms: Option<i64>, latest_ms: i64, interval_ms: i64) -> Vec<i64> {
     let (Some(judged), true) = (judged_ms, interval_ms > 0) else {
         return Vec::new();
