@@ -152,7 +152,7 @@ pub(crate) fn run(args: &DemoArgs) -> ExitCode {
     };
     let code = runtime.block_on(crate::serve::serve(
         config,
-        jobs,
+        crate::serve::Input::Scrape(jobs),
         store.clone(),
         run_for,
         false,

@@ -167,7 +167,7 @@ fn run_one(
     })?;
     let _ = runtime.block_on(crate::serve::serve(
         config,
-        jobs,
+        crate::serve::Input::Scrape(jobs),
         store.clone(),
         Some(run_for),
         false,

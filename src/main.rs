@@ -6,6 +6,7 @@ mod check;
 mod config;
 mod config_file;
 mod demo;
+mod detect;
 mod eval;
 mod eval_live;
 mod fleet;
@@ -49,6 +50,18 @@ enum Command {
     ///   epicenter run --config docs/examples/epicenter.yml --for 1m
     #[command(verbatim_doc_comment)]
     Run(run::RunArgs),
+
+    /// Judge a sharded fleet: read what the collectors store, detect, page (scrapes nothing).
+    ///
+    /// Collectors share the targets and write one ClickHouse server without a detector of
+    /// their own; one `detect` reads back what its rules name every half tick and judges the
+    /// whole fleet, with the same API, incident pages and notifiers as `run` (docs/scaling.md).
+    ///
+    /// Example (one configuration with storage.clickhouse, listen addresses apart):
+    ///   epicenter run --config fleet.yml --shard 0/3 --no-detector     # and 1/3, 2/3
+    ///   epicenter detect --config fleet.yml
+    #[command(verbatim_doc_comment)]
+    Detect(detect::DetectArgs),
 
     /// Run a simulated fleet, inject a scenario's faults, scrape it all into the embedded store.
     ///
@@ -130,6 +143,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Check(command) => check::run(command),
         Command::Run(args) => run::run(&args),
+        Command::Detect(args) => detect::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Eval(args) => eval::run(&args),
         Command::Replay(args) => replay::run(&args),

@@ -87,8 +87,17 @@ pub(crate) fn run(args: &ReplayArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let events =
-        epicenter_eval::replay::replay(&String::from_utf8_lossy(&output), rules, config.detector.dependencies());
+    let events = match epicenter_eval::replay::replay(
+        &String::from_utf8_lossy(&output),
+        rules,
+        config.detector.dependencies(),
+    ) {
+        Ok(events) => events,
+        Err(error) => {
+            eprintln!("error: reading samples: {error}");
+            return ExitCode::from(1);
+        }
+    };
     if events.is_empty() {
         eprintln!("replay: no verdict in the period");
     }

@@ -27,18 +27,27 @@ pub(crate) struct RunArgs {
     /// Scrape only shard INDEX of COUNT (0-based, e.g. `0/3`): the targets whose address
     /// hashes to INDEX, as Prometheus's `hashmod` relabeling shards them. COUNT collectors
     /// started with `0/COUNT` … `COUNT-1/COUNT` over the same configuration scrape every
-    /// target once; write them to one ClickHouse server (`storage.clickhouse`). Each
-    /// collector's detector sees only its own shard (docs/scaling.md).
+    /// target once; write them to one ClickHouse server (`storage.clickhouse`), with
+    /// --no-detector, and run one `epicenter detect` over it for the whole fleet (a
+    /// collector's own detector would see only its shard; docs/scaling.md).
     #[arg(long, value_name = "INDEX/COUNT")]
     shard: Option<Shard>,
+
+    /// Scrape and store only: no detector (whatever `detector.enabled` says). For sharded
+    /// collectors whose store one `epicenter detect` judges for the whole fleet.
+    #[arg(long)]
+    no_detector: bool,
 }
 
 /// Runs `epicenter run`.
 pub(crate) fn run(args: &RunArgs) -> ExitCode {
-    let (config, mut jobs) = match crate::config_file::load(&args.config) {
+    let (mut config, mut jobs) = match crate::config_file::load(&args.config) {
         Ok(loaded) => loaded,
         Err(code) => return code,
     };
+    if args.no_detector {
+        config.detector.enabled = false;
+    }
     if let Some(shard) = args.shard {
         shard.apply(&mut jobs);
         if shard.count > 1 {
@@ -58,6 +67,12 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     }
+    start(config, crate::serve::Input::Scrape(jobs), args.run_for)
+}
+
+/// Opens the store `config` names and serves `input` on the wall clock until `run_for` passes
+/// or a signal comes (`run`, and `detect` with [`crate::serve::Input::Store`]).
+pub(crate) fn start(config: crate::config::Config, input: crate::serve::Input, run_for: Option<Duration>) -> ExitCode {
     let runtime = match runtime() {
         Ok(runtime) => runtime,
         Err(code) => return code,
@@ -68,9 +83,9 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
     };
     runtime.block_on(crate::serve::serve(
         config,
-        jobs,
+        input,
         store,
-        args.run_for,
+        run_for,
         true,
         Clock::Wall,
         None,

@@ -37,14 +37,23 @@ const DETECTOR_QUEUE: usize = 4096;
 /// Judgements waiting to be stored, published and paged.
 const ROUND_QUEUE: usize = 16;
 
-/// Scrapes `jobs` into `store` until `run_for` passes or a signal comes, serving epicenter's
+/// What feeds the pipeline.
+pub(crate) enum Input {
+    /// Scrapes of these jobs (`run`, `demo`, `eval --load`).
+    Scrape(Vec<Job>),
+    /// No scraping: the detector polls the store that sharded collectors write
+    /// (`epicenter detect`); `longest_interval` is the longest scrape interval of their jobs.
+    Store { longest_interval: Duration },
+}
+
+/// Scrapes the jobs of `input` into `store` (or, for [`Input::Store`], follows the store) until `run_for` passes or a signal comes, serving epicenter's
 /// own endpoints and running the detector; flushes before returning. Scrapes are stamped
 /// by `clock` (the wall clock, or a demo fleet's simulated one). With `tap` (`eval --load`),
 /// every detector round is also sent there once published, and verdict events are not
 /// printed on stdout (the caller reports).
 pub(crate) async fn serve(
     config: Config,
-    jobs: Vec<Job>,
+    input: Input,
     store: Store,
     run_for: Option<Duration>,
     live_status: bool,
@@ -53,6 +62,10 @@ pub(crate) async fn serve(
 ) -> ExitCode {
     let mut signals = crate::signals::StopSignals::listen();
     let tapped = tap.is_some();
+    let (jobs, follow_every) = match input {
+        Input::Scrape(jobs) => (jobs, None),
+        Input::Store { longest_interval } => (Vec::new(), Some(longest_interval)),
+    };
     // One HTTP client per job: each job may have its own tls_config and proxy.
     let mut scrapers = Vec::with_capacity(jobs.len());
     for (index, job) in jobs.iter().enumerate() {
@@ -132,8 +145,28 @@ pub(crate) async fn serve(
     let (to_detector, detector_inbox) = mpsc::channel::<Batch>(DETECTOR_QUEUE);
     let dropped = Arc::new(AtomicU64::new(0));
     let rule_metrics = detector_rules.as_deref().map(live::rule_metrics).unwrap_or_default();
+    let tick = config.detector.tick(config.global.scrape_interval.0);
+    if let (Some(longest), true) = (follow_every, detector_rules.is_some()) {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as i64);
+        let poll = (tick / 2).max(Duration::from_millis(100));
+        let follower = epicenter_detector::follow::Follower::new(
+            now_ms,
+            longest.as_millis() as i64,
+            config.batching.max_age.0.as_millis() as i64,
+            poll.as_millis() as i64,
+        );
+        tokio::spawn(crate::stages::follow_store(
+            store.clone(),
+            rule_metrics.clone(),
+            follower,
+            poll,
+            to_detector.clone(),
+            shutdown.clone(),
+        ));
+    }
     let detector_tasks = detector_rules.map(|rules| {
-        let tick = config.detector.tick(config.global.scrape_interval.0);
         let (judged, rounds) = mpsc::channel::<Round>(ROUND_QUEUE);
         let detector = tokio::spawn(live::run(
             rules,
@@ -173,14 +206,24 @@ pub(crate) async fn serve(
         )));
     }
     drop(sender);
+    let what = if follow_every.is_some() {
+        format!(
+            "detecting from what the collectors store in {}",
+            store.describe(&config.storage)
+        )
+    } else {
+        format!(
+            "scraping {} (plus any file_sd targets) into {}",
+            if target_count == 1 {
+                "1 static target".to_string()
+            } else {
+                format!("{target_count} static targets")
+            },
+            store.describe(&config.storage)
+        )
+    };
     eprintln!(
-        "epicenter: scraping {} (plus any file_sd targets) into {}; own endpoints on {external_url}{} ({})",
-        if target_count == 1 {
-            "1 static target".to_string()
-        } else {
-            format!("{target_count} static targets")
-        },
-        store.describe(&config.storage),
+        "epicenter: {what}; own endpoints on {external_url}{} ({})",
         live_sql
             .as_ref()
             .map_or(String::new(), |live| format!("; SQL on {}", live.url)),

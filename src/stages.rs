@@ -1,14 +1,17 @@
-//! The two tasks `serve` puts between the pipeline's crates: the observer between the targets
-//! and the writer (epicenter's own metrics, target health, the detector's batches), and the
-//! publisher after each detector round (web state, store, stdout, notifiers).
+//! The tasks `serve` puts between the pipeline's crates: the observer between the targets
+//! and the writer (epicenter's own metrics, target health, the detector's batches), the
+//! store follower that feeds `epicenter detect`'s detector instead, and the publisher after
+//! each detector round (web state, store, stdout, notifiers).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
+use epicenter_detector::follow::{self, Follower};
 use epicenter_detector::live::{self, Batch, Round};
 use epicenter_store::{ScrapeOutcome, Store};
 use epicenter_web::AppState;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 /// Between the targets and the writer: epicenter's own metrics, target health, and the
 /// samples a rule names for the detector (dropped when its queue is full, and counted in
@@ -39,6 +42,129 @@ pub(crate) async fn observe(
             .set((to_writer.max_capacity() - to_writer.capacity()) as i64);
         if to_writer.send(outcome).await.is_err() {
             break;
+        }
+    }
+}
+
+/// The least time a poll's query may take before the poll counts as failed (four polls when
+/// that is longer).
+const POLL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often the store follower says that polls fail, at most.
+const POLL_FAILURE_SAID_EVERY: Duration = Duration::from_secs(60);
+
+/// `epicenter detect`'s input: every `poll`, the samples the rules name (`metrics`) and the
+/// scrapes' health read back from `store`, which collectors write, turned into batches by
+/// `follower` (`epicenter_detector::follow`) and fed to the live detector in time order.
+/// A poll that fails (the store down, or no answer within [`POLL_TIMEOUT`] or four polls) is
+/// lost input: a late batch, so that no round judges the silence it makes; said in the log at
+/// most once a minute. Should the follower ever panic, the log says that the detector gets no
+/// more data.
+pub(crate) async fn follow_store(
+    store: Store,
+    metrics: live::MetricNames,
+    follower: Follower,
+    poll: Duration,
+    to_detector: mpsc::Sender<Batch>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let task = tokio::spawn(follow(store, metrics, follower, poll, to_detector, shutdown));
+    if let Err(error) = task.await {
+        if error.is_panic() {
+            crate::style::clear_status();
+            eprintln!("epicenter: the store follower stopped ({error}): the detector gets no more data; restart epicenter detect");
+        }
+    }
+}
+
+/// The loop of [`follow_store`].
+async fn follow(
+    store: Store,
+    metrics: live::MetricNames,
+    mut follower: Follower,
+    poll: Duration,
+    to_detector: mpsc::Sender<Batch>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut ticks = tokio::time::interval(poll);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut said: Option<std::time::Instant> = None;
+    let mut lost_said = Vec::new();
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as i64);
+        // A store that hangs is a failed poll too: each query may take `limit`.
+        let limit = (poll * 4).max(POLL_TIMEOUT);
+        let fetch = |sql: String| {
+            let store = store.clone();
+            async move {
+                match tokio::time::timeout(limit, store.fetch(sql, "JSONEachRow")).await {
+                    Ok(result) => result,
+                    Err(_) => Err(format!("no answer within {limit:?}")),
+                }
+            }
+        };
+        let samples = fetch(follow::samples_query(
+            &metrics,
+            Some(follower.samples_from()),
+            None,
+            true,
+        ))
+        .await
+        .map_err(|error| format!("reading samples: {error}"));
+        let scrapes = match &samples {
+            Ok(_) => fetch(follow::scrapes_query(follower.scrapes_from(now_ms)))
+                .await
+                .map_err(|error| format!("reading scrapes: {error}")),
+            Err(error) => Err(error.clone()),
+        };
+        let batches = match (samples, scrapes) {
+            (Ok(samples), Ok(scrapes)) => follower.take(
+                &String::from_utf8_lossy(&samples),
+                &String::from_utf8_lossy(&scrapes),
+                now_ms,
+            ),
+            (Err(error), _) | (_, Err(error)) => Err(error),
+        };
+        let batches = batches.unwrap_or_else(|error| {
+            if said.is_none_or(|at| at.elapsed() >= POLL_FAILURE_SAID_EVERY) {
+                said = Some(std::time::Instant::now());
+                crate::style::clear_status();
+                eprintln!(
+                    "epicenter: the store did not answer the detector's poll ({error}); rounds are held until it does"
+                );
+            }
+            vec![Batch {
+                time_ms: follower.newest_ms().unwrap_or(now_ms),
+                instance: epicenter_detector::InstanceInfo {
+                    name: String::new(),
+                    dc: String::new(),
+                    host: String::new(),
+                    service: String::new(),
+                },
+                samples: Vec::new(),
+                late: true,
+            }]
+        });
+        let lost = follower.lost();
+        if !lost.is_empty() && lost != lost_said {
+            crate::style::clear_status();
+            eprintln!(
+                "epicenter: no scrape of {} reached the store for a while, while other collectors' did (its collector stopped, or its writes fail): kept as seen, not judged, until they do: {}",
+                crate::style::count(lost.len() as u64, "instance", "instances"),
+                lost.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+            );
+        }
+        lost_said = lost;
+        for batch in batches {
+            if to_detector.send(batch).await.is_err() {
+                return;
+            }
         }
     }
 }

@@ -13,7 +13,7 @@ fn help_lists_the_product_subcommands_only() {
         .unwrap();
     assert!(output.status.success());
     let help = String::from_utf8(output.stdout).unwrap();
-    for subcommand in ["check", "run", "demo", "fleet", "eval", "replay", "sql"] {
+    for subcommand in ["check", "run", "detect", "demo", "fleet", "eval", "replay", "sql"] {
         assert!(
             help.lines().any(|line| line.trim_start().starts_with(subcommand)),
             "{subcommand} missing:\n{help}"

@@ -30,8 +30,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    epicenter_log, free_port, get_text, port_for_a_later_bind, require, signal, spawn, start_epicenter, wait_port,
-    Guard, Signal,
+    epicenter_log, free_port, get_text, port_for_a_later_bind, require, signal, start_epicenter, wait_port, Guard,
+    Signal,
 };
 
 /// Samples in each target response.
@@ -39,30 +39,12 @@ const SAMPLES_PER_SCRAPE: u64 = 50;
 /// Targets scraped.
 const TARGETS: usize = 5;
 
-/// The ClickHouse server of the fault tests: not a test of its own. The tests start this test
-/// binary again with `--ignored --exact clickhouse_server_child` and
-/// `EPICENTER_FAULT_SERVER=<data dir>|<port>`, so the server is a process a test can stop.
+/// The ClickHouse server of the fault tests: not a test of its own
+/// ([`common::start_clickhouse_child`] starts this binary again to run it).
 #[test]
 #[ignore = "the ClickHouse server child process of the fault tests, started by them"]
 fn clickhouse_server_child() {
-    let Ok(spec) = std::env::var("EPICENTER_FAULT_SERVER") else {
-        return;
-    };
-    let (dir, port) = spec.split_once('|').unwrap();
-    let engine = Arc::new(epicenter_store::EmbeddedStore::open(Path::new(dir), "default").unwrap());
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port.parse::<u16>().unwrap()))
-            .await
-            .unwrap();
-        axum::serve(listener, epicenter_store::http::router(engine))
-            .await
-            .unwrap();
-    });
+    common::serve_clickhouse_child();
 }
 
 /// How long the faults last: `EPICENTER_FAULT_SECONDS`, else `default`.
@@ -77,23 +59,7 @@ fn fault_length(default: u64) -> Duration {
 
 /// The server child process on a free port, data in `dir`.
 fn start_server(dir: &Path, guard: &mut Guard) -> (usize, u16) {
-    let port = free_port();
-    let log = std::fs::File::create(dir.join("server.log")).unwrap();
-    let index = guard.keep(spawn(
-        Command::new(std::env::current_exe().unwrap())
-            .args(["--ignored", "--exact", "clickhouse_server_child", "--nocapture"])
-            .env(
-                "EPICENTER_FAULT_SERVER",
-                format!("{}|{port}", dir.join("engine").display()),
-            )
-            .stdout(log.try_clone().unwrap())
-            .stderr(log),
-    ));
-    assert!(
-        wait_port(port, Duration::from_secs(60)),
-        "the ClickHouse server child did not start"
-    );
-    (index, port)
+    common::start_clickhouse_child(dir, guard)
 }
 
 /// One SQL statement against the server on `port`: the body of the answer.

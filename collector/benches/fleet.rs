@@ -408,6 +408,7 @@ fn main() {
                 password_env: None,
                 password_file: None,
                 tls: None,
+                cluster: None,
             };
             let server = Arc::new(ClickHouseStore::new(&config, None).unwrap());
             server.migrate(Duration::from_secs(86_400)).await.unwrap();

@@ -16,6 +16,7 @@
 pub mod config;
 pub mod engine;
 pub mod events;
+pub mod follow;
 pub mod live;
 pub mod reference;
 pub mod rules;

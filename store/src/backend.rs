@@ -178,6 +178,7 @@ impl Store {
             password_env: None,
             password_file: None,
             tls: None,
+            cluster: None,
         };
         let store = ClickHouseStore::new(&server, password).map_err(OpenError::Config)?;
         Ok((Store::Server(Arc::new(store)), url))

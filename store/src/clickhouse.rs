@@ -15,6 +15,8 @@ use crate::schema::{self, Table};
 pub struct ClickHouseStore {
     client: clickhouse::Client,
     database: String,
+    /// `storage.clickhouse.cluster`: the schema is created on this cluster.
+    cluster: Option<String>,
     url: String,
 }
 
@@ -129,6 +131,7 @@ impl ClickHouseStore {
         Ok(ClickHouseStore {
             client,
             database: config.database.clone(),
+            cluster: config.cluster.clone(),
             // For errors, Debug and Display: never the credentials a URL may carry.
             url: redacted_url(&config.url),
         })
@@ -153,9 +156,28 @@ impl ClickHouseStore {
         }
     }
 
-    /// Creates the schema if it is missing (idempotent).
+    /// Creates the schema if it is missing (idempotent): on the configured cluster when there is
+    /// one ([`schema::statements_for`]). On a cluster only when `schema_version` does not yet
+    /// hold [`schema::SCHEMA_VERSION`]: each `ON CLUSTER` statement waits for every host
+    /// (`distributed_ddl_task_timeout`, 180 s by default), so running them at every start would
+    /// keep every collector from starting while one host is down. (A changed
+    /// `storage.retention` is then applied by hand on a cluster: docs/scaling.md.)
     pub async fn migrate(&self, retention: Duration) -> Result<(), ClickHouseError> {
-        for statement in schema::statements(&self.database, retention) {
+        if self.cluster.is_some() {
+            let current = self
+                .query(
+                    &format!("SELECT max(version) FROM {}.schema_version", self.database),
+                    "TabSeparated",
+                )
+                .await
+                .ok()
+                .and_then(|text| String::from_utf8_lossy(&text).trim().parse::<u32>().ok());
+            if current.is_some_and(|version| version >= schema::SCHEMA_VERSION) {
+                tracing::info!(version = current, "the cluster's schema is current: no DDL sent");
+                return Ok(());
+            }
+        }
+        for statement in schema::statements_for(&self.database, retention, self.cluster.as_deref()) {
             self.client
                 .query_raw(&statement)
                 .execute()
@@ -251,6 +273,7 @@ mod tests {
             password_env: None,
             password_file: None,
             tls: None,
+            cluster: None,
         }
     }
 

@@ -114,6 +114,14 @@ impl StorageConfig {
                 format!("'{}' must be letters, digits and '_'", clickhouse.database),
             );
         }
+        if let Some(cluster) = &clickhouse.cluster {
+            if !crate::schema::is_cluster_name(cluster) {
+                problems.push(
+                    "storage.clickhouse.cluster",
+                    format!("'{cluster}' must be letters, digits and '_', not starting with a digit"),
+                );
+            }
+        }
     }
 
     /// Records a zero `storage.retention`.
@@ -305,6 +313,13 @@ pub struct ClickHouseConfig {
     /// TLS settings for `https` URLs.
     #[serde(default)]
     pub tls: Option<TlsConfig>,
+    /// A ClickHouse cluster (a `remote_servers` entry of the servers' configuration) to create
+    /// the schema on: every DDL statement `ON CLUSTER`, each table replicated on every shard as
+    /// `<table>_local` with a `Distributed` `<table>` over them
+    /// ([`crate::schema::statements_for`], docs/scaling.md). Letters, digits and `_`. Unset:
+    /// plain tables on the one server `url` names.
+    #[serde(default)]
+    pub cluster: Option<String>,
 }
 
 fn default_database() -> String {
@@ -516,6 +531,7 @@ mod tests {
             password_env: Some("EPICENTER_TEST_SURELY_UNSET_VARIABLE".into()),
             password_file: None,
             tls: None,
+            cluster: None,
         };
         let error = config.password().unwrap_err();
         assert!(
@@ -524,18 +540,36 @@ mod tests {
         );
     }
 
+    /// The problems `record` finds, one per line.
+    fn problems_of(record: impl FnOnce(&mut Problems)) -> String {
+        let mut problems = Problems::default();
+        record(&mut problems);
+        problems
+            .into_errors()
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn a_cluster_name_is_an_identifier() {
+        let check = |yaml: &str| {
+            let config: StorageConfig = epicenter_config::from_yaml(yaml).unwrap();
+            problems_of(|problems| config.problems(problems))
+        };
+        assert_eq!(check("clickhouse: {url: 'http://127.0.0.1:8123', cluster: main_2}"), "");
+        assert_eq!(
+            check("clickhouse: {url: 'http://127.0.0.1:8123', cluster: \"main'; DROP\"}"),
+            "storage.clickhouse.cluster: 'main'; DROP' must be letters, digits and '_', not starting with a digit"
+        );
+    }
+
     #[test]
     fn the_live_endpoint_beyond_loopback_needs_users_with_passwords() {
         let check = |yaml: &str| {
             let config: HttpConfig = epicenter_config::from_yaml(yaml).unwrap();
-            let mut problems = Problems::default();
-            config.problems(&mut problems);
-            problems
-                .into_errors()
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("\n")
+            problems_of(|problems| config.problems(problems))
         };
         assert_eq!(check("{}"), "");
         assert_eq!(check("listen_address: ''"), "");

@@ -11,20 +11,40 @@ use std::time::Duration;
 /// Version of the schema these statements create.
 pub const SCHEMA_VERSION: u32 = 2;
 
-/// The statements that create (or confirm) the schema in `database`, in order.
+/// The statements that create (or confirm) the schema in `database` on one server (or the
+/// embedded engine), in order: [`statements_for`] without a cluster.
 pub fn statements(database: &str, retention: Duration) -> Vec<String> {
-    let ttl_seconds = retention.as_secs().max(1);
-    vec![
-        format!("CREATE DATABASE IF NOT EXISTS {database}"),
-        format!(
-            "CREATE TABLE IF NOT EXISTS {database}.schema_version (
-                version UInt32,
-                applied_at DateTime64(3, 'UTC') DEFAULT now64(3)
-            ) ENGINE = ReplacingMergeTree ORDER BY version"
-        ),
-        format!(
-            "CREATE TABLE IF NOT EXISTS {database}.samples (
-                time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
+    statements_for(database, retention, None)
+}
+
+/// One table of the schema, as [`statements_for`] renders it on one server or a cluster.
+struct TableSpec {
+    /// Its name (on a cluster, the name of the `Distributed` table; the shards' own tables
+    /// are `<name>_local`).
+    name: &'static str,
+    /// The column list, without parentheses.
+    columns: &'static str,
+    /// The MergeTree family engine without arguments: `MergeTree`, `ReplacingMergeTree`, ...
+    engine: &'static str,
+    /// PARTITION BY, ORDER BY and TTL (`{ttl}` stands for the TTL in seconds).
+    tail: &'static str,
+    /// How a `Distributed` table spreads inserted rows over the shards.
+    sharding_key: &'static str,
+}
+
+const SCHEMA_VERSION_TABLE: TableSpec = TableSpec {
+    name: "schema_version",
+    columns: "version UInt32,
+                applied_at DateTime64(3, 'UTC') DEFAULT now64(3)",
+    engine: "ReplacingMergeTree",
+    tail: "ORDER BY version",
+    sharding_key: "version",
+};
+
+/// `samples`; on a cluster a series' samples stay on one shard (`series_id` is already a hash).
+const SAMPLES_TABLE: TableSpec = TableSpec {
+    name: "samples",
+    columns: "time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
                 metric LowCardinality(String),
                 job LowCardinality(String),
                 instance LowCardinality(String),
@@ -33,15 +53,17 @@ pub fn statements(database: &str, retention: Duration) -> Vec<String> {
                 service LowCardinality(String),
                 labels Map(LowCardinality(String), String),
                 value Float64 CODEC(Gorilla, ZSTD(1)),
-                series_id UInt64 CODEC(ZSTD(1))
-            ) ENGINE = MergeTree
-            PARTITION BY toDate(time)
+                series_id UInt64 CODEC(ZSTD(1))",
+    engine: "MergeTree",
+    tail: "PARTITION BY toDate(time)
             ORDER BY (metric, dc, host, series_id, time)
-            TTL toDateTime(time) + toIntervalSecond({ttl_seconds})"
-        ),
-        format!(
-            "CREATE TABLE IF NOT EXISTS {database}.scrapes (
-                time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
+            TTL toDateTime(time) + toIntervalSecond({ttl})",
+    sharding_key: "series_id",
+};
+
+const SCRAPES_TABLE: TableSpec = TableSpec {
+    name: "scrapes",
+    columns: "time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
                 job LowCardinality(String),
                 instance LowCardinality(String),
                 dc LowCardinality(String),
@@ -52,15 +74,19 @@ pub fn statements(database: &str, retention: Duration) -> Vec<String> {
                 samples_scraped UInt64,
                 samples_post_metric_relabeling UInt64,
                 series_added UInt64,
-                error String
-            ) ENGINE = MergeTree
-            PARTITION BY toDate(time)
+                error String",
+    engine: "MergeTree",
+    tail: "PARTITION BY toDate(time)
             ORDER BY (job, instance, time)
-            TTL toDateTime(time) + toIntervalSecond({ttl_seconds})"
-        ),
-        format!(
-            "CREATE TABLE IF NOT EXISTS {database}.samples_1m (
-                minute DateTime('UTC'),
+            TTL toDateTime(time) + toIntervalSecond({ttl})",
+    sharding_key: "cityHash64(instance)",
+};
+
+/// `samples_1m`; on a cluster each shard rolls up its own `samples_local` (a series lives on
+/// one shard, so its minutes do too).
+const SAMPLES_1M_TABLE: TableSpec = TableSpec {
+    name: "samples_1m",
+    columns: "minute DateTime('UTC'),
                 metric LowCardinality(String),
                 dc LowCardinality(String),
                 host LowCardinality(String),
@@ -70,23 +96,17 @@ pub fn statements(database: &str, retention: Duration) -> Vec<String> {
                 max SimpleAggregateFunction(max, Float64),
                 sum SimpleAggregateFunction(sum, Float64),
                 count SimpleAggregateFunction(sum, UInt64),
-                last AggregateFunction(argMax, Float64, DateTime64(3, 'UTC'))
-            ) ENGINE = AggregatingMergeTree
-            PARTITION BY toDate(minute)
+                last AggregateFunction(argMax, Float64, DateTime64(3, 'UTC'))",
+    engine: "AggregatingMergeTree",
+    tail: "PARTITION BY toDate(minute)
             ORDER BY (metric, dc, host, service, series_id, minute)
-            TTL minute + toIntervalSecond({ttl_seconds})"
-        ),
-        format!(
-            "CREATE MATERIALIZED VIEW IF NOT EXISTS {database}.samples_1m_mv TO {database}.samples_1m AS
-            SELECT toStartOfMinute(time) AS minute, metric, dc, host, service, series_id,
-                   min(value) AS min, max(value) AS max, sum(value) AS sum,
-                   count() AS count, argMaxState(value, time) AS last
-            FROM {database}.samples
-            GROUP BY minute, metric, dc, host, service, series_id"
-        ),
-        format!(
-            "CREATE TABLE IF NOT EXISTS {database}.anomalies (
-                time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
+            TTL minute + toIntervalSecond({ttl})",
+    sharding_key: "series_id",
+};
+
+const ANOMALIES_TABLE: TableSpec = TableSpec {
+    name: "anomalies",
+    columns: "time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
                 instance LowCardinality(String),
                 dc LowCardinality(String),
                 host LowCardinality(String),
@@ -95,15 +115,17 @@ pub fn statements(database: &str, retention: Duration) -> Vec<String> {
                 class LowCardinality(String),
                 peer LowCardinality(String),
                 score Float64,
-                onset DateTime64(3, 'UTC')
-            ) ENGINE = MergeTree
-            PARTITION BY toDate(time)
+                onset DateTime64(3, 'UTC')",
+    engine: "MergeTree",
+    tail: "PARTITION BY toDate(time)
             ORDER BY (time, instance)
-            TTL toDateTime(time) + toIntervalSecond({ttl_seconds})"
-        ),
-        format!(
-            "CREATE TABLE IF NOT EXISTS {database}.verdicts (
-                time DateTime64(3, 'UTC'),
+            TTL toDateTime(time) + toIntervalSecond({ttl})",
+    sharding_key: "rand()",
+};
+
+const VERDICTS_TABLE: TableSpec = TableSpec {
+    name: "verdicts",
+    columns: "time DateTime64(3, 'UTC'),
                 id String,
                 state LowCardinality(String),
                 kind LowCardinality(String),
@@ -115,35 +137,139 @@ pub fn statements(database: &str, retention: Duration) -> Vec<String> {
                 confidence Float64,
                 onset DateTime64(3, 'UTC'),
                 opened DateTime64(3, 'UTC'),
-                evidence String
-            ) ENGINE = MergeTree
-            PARTITION BY toDate(time)
+                evidence String",
+    engine: "MergeTree",
+    tail: "PARTITION BY toDate(time)
             ORDER BY (time, id)
-            TTL toDateTime(time) + toIntervalSecond({ttl_seconds})"
-        ),
-        // Stores written before verdicts named several datacenters (a link's two ends) gain
-        // the column; their old rows read as no datacenters.
-        format!("ALTER TABLE {database}.verdicts ADD COLUMN IF NOT EXISTS dcs Array(String) AFTER dc"),
-        // A changed `storage.retention` applies to existing tables too, from their next merges
-        // on (not by rewriting every part at start-up).
-        format!("ALTER TABLE {database}.samples MODIFY TTL toDateTime(time) + toIntervalSecond({ttl_seconds}) SETTINGS materialize_ttl_after_modify = 0"),
-        format!("ALTER TABLE {database}.scrapes MODIFY TTL toDateTime(time) + toIntervalSecond({ttl_seconds}) SETTINGS materialize_ttl_after_modify = 0"),
-        format!("ALTER TABLE {database}.samples_1m MODIFY TTL minute + toIntervalSecond({ttl_seconds}) SETTINGS materialize_ttl_after_modify = 0"),
-        // Inserts carry an `insert_deduplication_token` per batch (see `writer`); MergeTree
-        // tables that are not replicated honour it only with a deduplication window: the
-        // last DEDUPLICATION_WINDOW insert blocks are remembered, so a batch retried or
-        // replayed after a crash is stored once.
-        format!("ALTER TABLE {database}.samples MODIFY SETTING non_replicated_deduplication_window = {DEDUPLICATION_WINDOW}"),
-        format!("ALTER TABLE {database}.scrapes MODIFY SETTING non_replicated_deduplication_window = {DEDUPLICATION_WINDOW}"),
-        // The histogram quantile the cookbook builds on (docs/investigation.md); functions
-        // are the server's, not the database's, so their names carry `epicenter`.
-        BUCKET_QUANTILE.to_string(),
-        HISTOGRAM_QUANTILE.to_string(),
-        format!(
-            "INSERT INTO {database}.schema_version (version)
+            TTL toDateTime(time) + toIntervalSecond({ttl})",
+    sharding_key: "rand()",
+};
+
+/// Whether `name` can name a ClickHouse cluster in epicenter's DDL unquoted and unescaped:
+/// ASCII letters, digits and `_`, not starting with a digit (what `storage.clickhouse.cluster`
+/// accepts).
+pub fn is_cluster_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The statements that create (or confirm) the schema in `database`, in order: on one server
+/// (or the embedded engine) when `cluster` is `None`; on the ClickHouse cluster `cluster` (a
+/// `remote_servers` entry of the servers' configuration, name as [`is_cluster_name`] allows)
+/// otherwise, following ClickHouse's replication and Distributed engine docs: every statement
+/// `ON CLUSTER`, each table's rows in a `Replicated…MergeTree` table `<name>_local` on every
+/// shard (ZooKeeper/Keeper path `/clickhouse/tables/{shard}/{database}/{table}`, replica
+/// `{replica}`: the servers' macros), and `<name>` a `Distributed` table over them, so inserts
+/// and queries name the same tables as on one server. The rollup's materialized view reads each
+/// shard's `samples_local` into its `samples_1m_local`; the insert deduplication window is
+/// `replicated_deduplication_window` there.
+pub fn statements_for(database: &str, retention: Duration, cluster: Option<&str>) -> Vec<String> {
+    let ttl_seconds = retention.as_secs().max(1);
+    let on = cluster.map_or(String::new(), |cluster| format!(" ON CLUSTER '{cluster}'"));
+    // The table rows are written to: `<name>_local` on a cluster.
+    let local = |name: &str| match cluster {
+        Some(_) => format!("{database}.{name}_local"),
+        None => format!("{database}.{name}"),
+    };
+    let create = |table: &TableSpec| -> Vec<String> {
+        let tail = table.tail.replace("{ttl}", &ttl_seconds.to_string());
+        match cluster {
+            None => vec![format!(
+                "CREATE TABLE IF NOT EXISTS {database}.{} (
+                {}
+            ) ENGINE = {}
+            {tail}",
+                table.name, table.columns, table.engine
+            )],
+            Some(cluster) => vec![
+                format!(
+                    "CREATE TABLE IF NOT EXISTS {database}.{name}_local{on} (
+                {}
+            ) ENGINE = Replicated{}('/clickhouse/tables/{{shard}}/{{database}}/{{table}}', '{{replica}}')
+            {tail}",
+                    table.columns,
+                    table.engine,
+                    name = table.name
+                ),
+                format!(
+                    "CREATE TABLE IF NOT EXISTS {database}.{name}{on} AS {database}.{name}_local
+            ENGINE = Distributed('{cluster}', '{database}', '{name}_local', {})",
+                    table.sharding_key,
+                    name = table.name
+                ),
+            ],
+        }
+    };
+    let dedup_setting = match cluster {
+        None => "non_replicated_deduplication_window",
+        Some(_) => "replicated_deduplication_window",
+    };
+    let mut statements = vec![format!("CREATE DATABASE IF NOT EXISTS {database}{on}")];
+    statements.extend(create(&SCHEMA_VERSION_TABLE));
+    statements.extend(create(&SAMPLES_TABLE));
+    statements.extend(create(&SCRAPES_TABLE));
+    statements.extend(create(&SAMPLES_1M_TABLE));
+    statements.push(format!(
+        "CREATE MATERIALIZED VIEW IF NOT EXISTS {database}.samples_1m_mv{on} TO {} AS
+            SELECT toStartOfMinute(time) AS minute, metric, dc, host, service, series_id,
+                   min(value) AS min, max(value) AS max, sum(value) AS sum,
+                   count() AS count, argMaxState(value, time) AS last
+            FROM {}
+            GROUP BY minute, metric, dc, host, service, series_id",
+        local("samples_1m"),
+        local("samples")
+    ));
+    statements.extend(create(&ANOMALIES_TABLE));
+    statements.extend(create(&VERDICTS_TABLE));
+    // Stores written before verdicts named several datacenters (a link's two ends) gain
+    // the column; their old rows read as no datacenters. On a cluster the Distributed table's
+    // own column list gains it too.
+    statements.push(format!(
+        "ALTER TABLE {}{on} ADD COLUMN IF NOT EXISTS dcs Array(String) AFTER dc",
+        local("verdicts")
+    ));
+    if cluster.is_some() {
+        statements.push(format!(
+            "ALTER TABLE {database}.verdicts{on} ADD COLUMN IF NOT EXISTS dcs Array(String) AFTER dc"
+        ));
+    }
+    // A changed `storage.retention` applies to existing tables too, from their next merges
+    // on (not by rewriting every part at start-up).
+    for (table, column) in [
+        ("samples", "toDateTime(time)"),
+        ("scrapes", "toDateTime(time)"),
+        ("samples_1m", "minute"),
+    ] {
+        statements.push(format!(
+            "ALTER TABLE {}{on} MODIFY TTL {column} + toIntervalSecond({ttl_seconds}) SETTINGS materialize_ttl_after_modify = 0",
+            local(table)
+        ));
+    }
+    // Inserts carry an `insert_deduplication_token` per batch (see `writer`); MergeTree
+    // tables that are not replicated honour it only with a deduplication window: the
+    // last DEDUPLICATION_WINDOW insert blocks are remembered, so a batch retried or
+    // replayed after a crash is stored once. Replicated tables keep such a window by default
+    // (in Keeper); it is widened to the same size.
+    for table in ["samples", "scrapes"] {
+        statements.push(format!(
+            "ALTER TABLE {}{on} MODIFY SETTING {dedup_setting} = {DEDUPLICATION_WINDOW}",
+            local(table)
+        ));
+    }
+    // The histogram quantile the cookbook builds on (docs/investigation.md); functions
+    // are the server's, not the database's, so their names carry `epicenter`.
+    for function in [BUCKET_QUANTILE, HISTOGRAM_QUANTILE] {
+        statements.push(match cluster {
+            None => function.to_string(),
+            Some(_) => function.replacen(" AS (", &format!("{on} AS ("), 1),
+        });
+    }
+    statements.push(format!(
+        "INSERT INTO {database}.schema_version (version)
              SELECT {SCHEMA_VERSION} WHERE {SCHEMA_VERSION} NOT IN (SELECT version FROM {database}.schema_version)"
-        ),
-    ]
+    ));
+    statements
 }
 
 /// `epicenterBucketQuantile(q, bounds, counts)`: the `q`-quantile (0..1) of a Prometheus

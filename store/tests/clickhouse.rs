@@ -89,6 +89,31 @@ async fn the_server_sink_writes_and_reads_through_the_http_interface() {
     let store = server(&url, "over_http");
     store.migrate(Duration::from_secs(86_400)).await.unwrap();
     store.migrate(Duration::from_secs(86_400)).await.unwrap();
+    // With `storage.clickhouse.cluster`, start-up sends no DDL once the schema is current (an
+    // ON CLUSTER statement waits for every host), and sends it when it is not: this engine
+    // knows no cluster, so there it fails, naming it.
+    let on_cluster = |database: &str| {
+        let config = epicenter_store::config::ClickHouseConfig {
+            url: url.clone(),
+            database: database.into(),
+            user: "default".into(),
+            password_env: None,
+            password_file: None,
+            tls: None,
+            cluster: Some("main".into()),
+        };
+        epicenter_store::clickhouse::ClickHouseStore::new(&config, None).unwrap()
+    };
+    on_cluster("over_http")
+        .migrate(Duration::from_secs(86_400))
+        .await
+        .unwrap();
+    let error = on_cluster("fresh")
+        .migrate(Duration::from_secs(86_400))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("main"), "{error}");
 
     // Through the batching writer, as `epicenter run` does.
     let stats = Arc::new(WriterStats::default());

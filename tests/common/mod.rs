@@ -157,6 +157,55 @@ impl Drop for Guard {
     }
 }
 
+/// The environment variable that makes a test binary's `clickhouse_server_child` test serve:
+/// `<data dir>|<port>`.
+const CLICKHOUSE_CHILD: &str = "EPICENTER_CLICKHOUSE_CHILD";
+
+/// A ClickHouse server for tests: the ClickHouse HTTP interface over the embedded engine
+/// (`epicenter_store::http::router`), in a child process a test can stop or kill. A test binary
+/// that uses [`start_clickhouse_child`] has an ignored test `clickhouse_server_child` calling
+/// this, which serves when [`CLICKHOUSE_CHILD`] is set and returns at once otherwise.
+pub(crate) fn serve_clickhouse_child() {
+    let Ok(spec) = std::env::var(CLICKHOUSE_CHILD) else {
+        return;
+    };
+    let (dir, port) = spec.split_once('|').unwrap();
+    let engine = Arc::new(epicenter_store::EmbeddedStore::open(Path::new(dir), "default").unwrap());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port.parse::<u16>().unwrap()))
+            .await
+            .unwrap();
+        axum::serve(listener, epicenter_store::http::router(engine))
+            .await
+            .unwrap();
+    });
+}
+
+/// Starts this test binary again as a ClickHouse server ([`serve_clickhouse_child`]) on a
+/// free port, its data in `dir/engine`, its log in `dir/server.log`; waits until it listens.
+/// Returns the child's index in `guard` and the port.
+pub(crate) fn start_clickhouse_child(dir: &Path, guard: &mut Guard) -> (usize, u16) {
+    let port = free_port();
+    let log = std::fs::File::create(dir.join("server.log")).unwrap();
+    let index = guard.keep(spawn(
+        Command::new(std::env::current_exe().unwrap())
+            .args(["--ignored", "--exact", "clickhouse_server_child", "--nocapture"])
+            .env(CLICKHOUSE_CHILD, format!("{}|{port}", dir.join("engine").display()))
+            .stdout(log.try_clone().unwrap())
+            .stderr(log),
+    ));
+    assert!(
+        wait_port(port, Duration::from_secs(60)),
+        "the ClickHouse server child did not start"
+    );
+    (index, port)
+}
+
 /// A webhook receiver on a new port: its address and every POST body, in order.
 pub(crate) fn receiver() -> (String, Arc<Mutex<Vec<serde_json::Value>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();

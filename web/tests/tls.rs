@@ -239,6 +239,7 @@ async fn the_clickhouse_sink_writes_and_reads_over_https_with_a_client_certifica
             password_env: None,
             password_file: None,
             tls: Some(tls),
+            cluster: None,
         };
         ClickHouseStore::new(&config, None).unwrap()
     };

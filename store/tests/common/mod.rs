@@ -36,6 +36,7 @@ pub(crate) fn server(url: &str, database: &str) -> Arc<ClickHouseStore> {
         password_env: None,
         password_file: None,
         tls: None,
+        cluster: None,
     };
     Arc::new(ClickHouseStore::new(&config, None).expect("a plain http:// server sink needs no TLS files"))
 }

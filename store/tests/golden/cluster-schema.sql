@@ -1,0 +1,148 @@
+CREATE DATABASE IF NOT EXISTS epicenter ON CLUSTER 'main';
+
+CREATE TABLE IF NOT EXISTS epicenter.schema_version_local ON CLUSTER 'main' (
+                version UInt32,
+                applied_at DateTime64(3, 'UTC') DEFAULT now64(3)
+            ) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')
+            ORDER BY version;
+
+CREATE TABLE IF NOT EXISTS epicenter.schema_version ON CLUSTER 'main' AS epicenter.schema_version_local
+            ENGINE = Distributed('main', 'epicenter', 'schema_version_local', version);
+
+CREATE TABLE IF NOT EXISTS epicenter.samples_local ON CLUSTER 'main' (
+                time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
+                metric LowCardinality(String),
+                job LowCardinality(String),
+                instance LowCardinality(String),
+                dc LowCardinality(String),
+                host LowCardinality(String),
+                service LowCardinality(String),
+                labels Map(LowCardinality(String), String),
+                value Float64 CODEC(Gorilla, ZSTD(1)),
+                series_id UInt64 CODEC(ZSTD(1))
+            ) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')
+            PARTITION BY toDate(time)
+            ORDER BY (metric, dc, host, series_id, time)
+            TTL toDateTime(time) + toIntervalSecond(2592000);
+
+CREATE TABLE IF NOT EXISTS epicenter.samples ON CLUSTER 'main' AS epicenter.samples_local
+            ENGINE = Distributed('main', 'epicenter', 'samples_local', series_id);
+
+CREATE TABLE IF NOT EXISTS epicenter.scrapes_local ON CLUSTER 'main' (
+                time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
+                job LowCardinality(String),
+                instance LowCardinality(String),
+                dc LowCardinality(String),
+                host LowCardinality(String),
+                service LowCardinality(String),
+                up UInt8,
+                duration_seconds Float64,
+                samples_scraped UInt64,
+                samples_post_metric_relabeling UInt64,
+                series_added UInt64,
+                error String
+            ) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')
+            PARTITION BY toDate(time)
+            ORDER BY (job, instance, time)
+            TTL toDateTime(time) + toIntervalSecond(2592000);
+
+CREATE TABLE IF NOT EXISTS epicenter.scrapes ON CLUSTER 'main' AS epicenter.scrapes_local
+            ENGINE = Distributed('main', 'epicenter', 'scrapes_local', cityHash64(instance));
+
+CREATE TABLE IF NOT EXISTS epicenter.samples_1m_local ON CLUSTER 'main' (
+                minute DateTime('UTC'),
+                metric LowCardinality(String),
+                dc LowCardinality(String),
+                host LowCardinality(String),
+                service LowCardinality(String),
+                series_id UInt64,
+                min SimpleAggregateFunction(min, Float64),
+                max SimpleAggregateFunction(max, Float64),
+                sum SimpleAggregateFunction(sum, Float64),
+                count SimpleAggregateFunction(sum, UInt64),
+                last AggregateFunction(argMax, Float64, DateTime64(3, 'UTC'))
+            ) ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')
+            PARTITION BY toDate(minute)
+            ORDER BY (metric, dc, host, service, series_id, minute)
+            TTL minute + toIntervalSecond(2592000);
+
+CREATE TABLE IF NOT EXISTS epicenter.samples_1m ON CLUSTER 'main' AS epicenter.samples_1m_local
+            ENGINE = Distributed('main', 'epicenter', 'samples_1m_local', series_id);
+
+CREATE MATERIALIZED VIEW IF NOT EXISTS epicenter.samples_1m_mv ON CLUSTER 'main' TO epicenter.samples_1m_local AS
+            SELECT toStartOfMinute(time) AS minute, metric, dc, host, service, series_id,
+                   min(value) AS min, max(value) AS max, sum(value) AS sum,
+                   count() AS count, argMaxState(value, time) AS last
+            FROM epicenter.samples_local
+            GROUP BY minute, metric, dc, host, service, series_id;
+
+CREATE TABLE IF NOT EXISTS epicenter.anomalies_local ON CLUSTER 'main' (
+                time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
+                instance LowCardinality(String),
+                dc LowCardinality(String),
+                host LowCardinality(String),
+                service LowCardinality(String),
+                metric LowCardinality(String),
+                class LowCardinality(String),
+                peer LowCardinality(String),
+                score Float64,
+                onset DateTime64(3, 'UTC')
+            ) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')
+            PARTITION BY toDate(time)
+            ORDER BY (time, instance)
+            TTL toDateTime(time) + toIntervalSecond(2592000);
+
+CREATE TABLE IF NOT EXISTS epicenter.anomalies ON CLUSTER 'main' AS epicenter.anomalies_local
+            ENGINE = Distributed('main', 'epicenter', 'anomalies_local', rand());
+
+CREATE TABLE IF NOT EXISTS epicenter.verdicts_local ON CLUSTER 'main' (
+                time DateTime64(3, 'UTC'),
+                id String,
+                state LowCardinality(String),
+                kind LowCardinality(String),
+                dc LowCardinality(String),
+                dcs Array(String),
+                hosts Array(String),
+                service LowCardinality(String),
+                instances Array(String),
+                confidence Float64,
+                onset DateTime64(3, 'UTC'),
+                opened DateTime64(3, 'UTC'),
+                evidence String
+            ) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')
+            PARTITION BY toDate(time)
+            ORDER BY (time, id)
+            TTL toDateTime(time) + toIntervalSecond(2592000);
+
+CREATE TABLE IF NOT EXISTS epicenter.verdicts ON CLUSTER 'main' AS epicenter.verdicts_local
+            ENGINE = Distributed('main', 'epicenter', 'verdicts_local', rand());
+
+ALTER TABLE epicenter.verdicts_local ON CLUSTER 'main' ADD COLUMN IF NOT EXISTS dcs Array(String) AFTER dc;
+
+ALTER TABLE epicenter.verdicts ON CLUSTER 'main' ADD COLUMN IF NOT EXISTS dcs Array(String) AFTER dc;
+
+ALTER TABLE epicenter.samples_local ON CLUSTER 'main' MODIFY TTL toDateTime(time) + toIntervalSecond(2592000) SETTINGS materialize_ttl_after_modify = 0;
+
+ALTER TABLE epicenter.scrapes_local ON CLUSTER 'main' MODIFY TTL toDateTime(time) + toIntervalSecond(2592000) SETTINGS materialize_ttl_after_modify = 0;
+
+ALTER TABLE epicenter.samples_1m_local ON CLUSTER 'main' MODIFY TTL minute + toIntervalSecond(2592000) SETTINGS materialize_ttl_after_modify = 0;
+
+ALTER TABLE epicenter.samples_local ON CLUSTER 'main' MODIFY SETTING replicated_deduplication_window = 10000;
+
+ALTER TABLE epicenter.scrapes_local ON CLUSTER 'main' MODIFY SETTING replicated_deduplication_window = 10000;
+
+CREATE OR REPLACE FUNCTION epicenterBucketQuantile ON CLUSTER 'main' AS (q, bounds, counts) -> multiIf(
+    q < 0, -inf,
+    q > 1, inf,
+    length(bounds) < 2 OR bounds[-1] != inf OR counts[-1] <= 0, nan,
+    arrayFirstIndex(c -> c >= q * counts[-1], counts) = length(bounds), bounds[-2],
+    arrayFirstIndex(c -> c >= q * counts[-1], counts) = 1 AND bounds[1] <= 0, bounds[1],
+    bounds[arrayFirstIndex(c -> c >= q * counts[-1], counts) - 1]
+        + (bounds[arrayFirstIndex(c -> c >= q * counts[-1], counts)] - bounds[arrayFirstIndex(c -> c >= q * counts[-1], counts) - 1])
+        * (q * counts[-1] - counts[arrayFirstIndex(c -> c >= q * counts[-1], counts) - 1])
+        / (counts[arrayFirstIndex(c -> c >= q * counts[-1], counts)] - counts[arrayFirstIndex(c -> c >= q * counts[-1], counts) - 1]));
+
+CREATE OR REPLACE FUNCTION epicenterHistogramQuantile ON CLUSTER 'main' AS (q, buckets) -> epicenterBucketQuantile(q, arrayMap(b -> toFloat64(b.1), arraySort(buckets)), arrayMap(b -> toFloat64(b.2), arraySort(buckets)));
+
+INSERT INTO epicenter.schema_version (version)
+             SELECT 2 WHERE 2 NOT IN (SELECT version FROM epicenter.schema_version);
