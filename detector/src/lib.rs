@@ -1,11 +1,13 @@
 //! epicenter's detector: signals from rules (`rules/signals/signals.yml`), robust spike
 //! detection with back-tracked onsets ([`signal`]), root-cause ranking over the dependency
 //! graph and verdicts ([`engine`]), verdict events ([`events`]), the live loop ([`live`]), the
-//! reference rankings from the literature ([`reference`]) and the standard scores ([`score`]).
+//! reference rankings from the literature ([`reference`]), the standard scores ([`score`]),
+//! and the batches `epicenter detect` and `replay` make from stored rows ([`follow`]).
 //! docs/detector.md explains the method.
 //!
 //! **Enters:** samples with their instance's placement ([`Detector::observe`], or
-//! [`live::Batch`]es made from scrape outcomes by [`live::extract`]), the service dependencies
+//! [`live::Batch`]es made from scrape outcomes by [`live::extract`], or from rows read back
+//! from the store by [`follow::Follower`] for `epicenter detect`), the service dependencies
 //! and the signal rules ([`config`]). **Leaves:** assessments (anomalies, ranked candidates,
 //! the open [`Verdict`]), verdict events, and `anomalies`/`verdicts` rows for the store
 //! ([`events`]). **Never:** does I/O of its own beyond reading a configured rules file: the
