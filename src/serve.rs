@@ -46,8 +46,9 @@ pub(crate) enum Input {
     Store { longest_interval: Duration },
 }
 
-/// Scrapes the jobs of `input` into `store` (or, for [`Input::Store`], follows the store) until `run_for` passes or a signal comes, serving epicenter's
-/// own endpoints and running the detector; flushes before returning. Scrapes are stamped
+/// Scrapes the jobs of `input` into `store` (for [`Input::Store`], follows the store instead)
+/// until `run_for` passes or a signal comes, serving epicenter's own endpoints and running the
+/// detector; flushes before returning. Scrapes are stamped
 /// by `clock` (the wall clock, or a demo fleet's simulated one). With `tap` (`eval --load`),
 /// every detector round is also sent there once published, and verdict events are not
 /// printed on stdout (the caller reports).
@@ -147,21 +148,10 @@ pub(crate) async fn serve(
     let rule_metrics = detector_rules.as_deref().map(live::rule_metrics).unwrap_or_default();
     let tick = config.detector.tick(config.global.scrape_interval.0);
     if let (Some(longest), true) = (follow_every, detector_rules.is_some()) {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.as_millis() as i64);
-        let poll = (tick / 2).max(Duration::from_millis(100));
-        let follower = epicenter_detector::follow::Follower::new(
-            now_ms,
-            longest.as_millis() as i64,
-            config.batching.max_age.0.as_millis() as i64,
-            poll.as_millis() as i64,
-        );
         tokio::spawn(crate::stages::follow_store(
             store.clone(),
             rule_metrics.clone(),
-            follower,
-            poll,
+            (tick, longest, config.batching.max_age.0),
             to_detector.clone(),
             shutdown.clone(),
         ));

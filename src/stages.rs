@@ -53,9 +53,11 @@ const POLL_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the store follower says that polls fail, at most.
 const POLL_FAILURE_SAID_EVERY: Duration = Duration::from_secs(60);
 
-/// `epicenter detect`'s input: every `poll`, the samples the rules name (`metrics`) and the
-/// scrapes' health read back from `store`, which collectors write, turned into batches by
-/// `follower` (`epicenter_detector::follow`) and fed to the live detector in time order.
+/// `epicenter detect`'s input: every half `tick` (at least 100 ms), the samples the rules name
+/// (`metrics`) and the scrapes' health read back from `store`, which collectors write (jobs
+/// scraped at most every `longest_interval`, flushed within `flush_age`), turned into
+/// batches by a [`Follower`] (`epicenter_detector::follow`) that starts now, and fed to the
+/// live detector in time order.
 /// A poll that fails (the store down, or no answer within [`POLL_TIMEOUT`] or four polls) is
 /// lost input: a late batch, so that no round judges the silence it makes; said in the log at
 /// most once a minute. Should the follower ever panic, the log says that the detector gets no
@@ -63,11 +65,20 @@ const POLL_FAILURE_SAID_EVERY: Duration = Duration::from_secs(60);
 pub(crate) async fn follow_store(
     store: Store,
     metrics: live::MetricNames,
-    follower: Follower,
-    poll: Duration,
+    (tick, longest_interval, flush_age): (Duration, Duration, Duration),
     to_detector: mpsc::Sender<Batch>,
     shutdown: watch::Receiver<bool>,
 ) {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as i64);
+    let poll = (tick / 2).max(Duration::from_millis(100));
+    let follower = Follower::new(
+        now_ms,
+        longest_interval.as_millis() as i64,
+        flush_age.as_millis() as i64,
+        poll.as_millis() as i64,
+    );
     let task = tokio::spawn(follow(store, metrics, follower, poll, to_detector, shutdown));
     if let Err(error) = task.await {
         if error.is_panic() {
