@@ -147,9 +147,15 @@ pub(crate) async fn serve(
     let dropped = Arc::new(AtomicU64::new(0));
     let rule_metrics = detector_rules.as_deref().map(live::rule_metrics).unwrap_or_default();
     let tick = config.detector.tick(config.global.scrape_interval.0);
+    // Read back from a store, batches come in lumps a poll apart: rounds follow their clock.
+    let pacing = if follow_every.is_some() {
+        live::Pacing::SampleTime
+    } else {
+        live::Pacing::Arrival
+    };
     if let (Some(longest), true) = (follow_every, detector_rules.is_some()) {
         tokio::spawn(crate::stages::follow_store(
-            store.clone(),
+            (store.clone(), state.clone()),
             rule_metrics.clone(),
             (tick, longest, config.batching.max_age.0),
             to_detector.clone(),
@@ -162,7 +168,7 @@ pub(crate) async fn serve(
             rules,
             config.detector.dependencies(),
             config.detector.settings(),
-            tick,
+            (tick, pacing),
             detector_inbox,
             dropped.clone(),
             judged,

@@ -63,12 +63,13 @@ const POLL_FAILURE_SAID_EVERY: Duration = Duration::from_secs(60);
 /// most once a minute. Should the follower ever panic, the log says that the detector gets no
 /// more data.
 pub(crate) async fn follow_store(
-    store: Store,
+    (store, state): (Store, Arc<AppState>),
     metrics: live::MetricNames,
     (tick, longest_interval, flush_age): (Duration, Duration, Duration),
     to_detector: mpsc::Sender<Batch>,
     shutdown: watch::Receiver<bool>,
 ) {
+    state.telemetry.follow().activate();
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |since| since.as_millis() as i64);
@@ -79,7 +80,7 @@ pub(crate) async fn follow_store(
         flush_age.as_millis() as i64,
         poll.as_millis() as i64,
     );
-    let task = tokio::spawn(follow(store, metrics, follower, poll, to_detector, shutdown));
+    let task = tokio::spawn(follow((store, state), metrics, follower, poll, to_detector, shutdown));
     if let Err(error) = task.await {
         if error.is_panic() {
             crate::style::clear_status();
@@ -90,7 +91,7 @@ pub(crate) async fn follow_store(
 
 /// The loop of [`follow_store`].
 async fn follow(
-    store: Store,
+    (store, state): (Store, Arc<AppState>),
     metrics: live::MetricNames,
     mut follower: Follower,
     poll: Duration,
@@ -123,7 +124,7 @@ async fn follow(
         let samples = fetch(follow::samples_query(
             &metrics,
             Some(follower.samples_from()),
-            None,
+            Some(follower.samples_to()),
             true,
         ))
         .await
@@ -134,14 +135,25 @@ async fn follow(
                 .map_err(|error| format!("reading scrapes: {error}")),
             Err(error) => Err(error.clone()),
         };
+        let telemetry = state.telemetry.follow();
         let batches = match (samples, scrapes) {
-            (Ok(samples), Ok(scrapes)) => follower.take(
-                &String::from_utf8_lossy(&samples),
-                &String::from_utf8_lossy(&scrapes),
-                now_ms,
-            ),
+            (Ok(samples), Ok(scrapes)) => {
+                let rows = samples
+                    .split(|byte| *byte == b'\n')
+                    .filter(|line| !line.is_empty())
+                    .count();
+                telemetry.sample_rows_read_total.inc_by(rows as u64);
+                follower.take(
+                    &String::from_utf8_lossy(&samples),
+                    &String::from_utf8_lossy(&scrapes),
+                    now_ms,
+                )
+            }
             (Err(error), _) | (_, Err(error)) => Err(error),
         };
+        if batches.is_err() {
+            telemetry.polls_failed_total.inc();
+        }
         let batches = batches.unwrap_or_else(|error| {
             if said.is_none_or(|at| at.elapsed() >= POLL_FAILURE_SAID_EVERY) {
                 said = Some(std::time::Instant::now());
@@ -163,6 +175,11 @@ async fn follow(
             }]
         });
         let lost = follower.lost();
+        telemetry.instances.set(follower.instances() as i64);
+        telemetry.instances_lost.set(lost.len() as i64);
+        if let Some(newest) = follower.newest_ms() {
+            telemetry.newest_sample_timestamp_seconds.set(newest as f64 / 1000.0);
+        }
         if !lost.is_empty() && lost != lost_said {
             crate::style::clear_status();
             eprintln!(

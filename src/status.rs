@@ -33,8 +33,8 @@ pub(crate) async fn report(state: Arc<AppState>, writer: Arc<WriterStats>, mut s
         }
         let status = state.status(&writer);
         let elapsed = last.0.elapsed().as_secs_f64().max(0.001);
-        let rate = status.samples_written.saturating_sub(last.1) as f64 / elapsed;
-        last = (Instant::now(), status.samples_written);
+        let rate = status.counted().saturating_sub(last.1) as f64 / elapsed;
+        last = (Instant::now(), status.counted());
         let line = status.line(rate);
         if terminal {
             crate::style::draw_status(&format!("epicenter: {line}"));

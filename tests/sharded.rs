@@ -111,6 +111,24 @@ fn incidents(api: &str) -> BTreeMap<String, Incident> {
     incidents
 }
 
+/// The anomalies a process stored as it first saw them (time ms, instance, metric, class,
+/// peer, score), from the store its configuration at `config` names, for a failure message.
+fn stored_anomalies(config: &Path) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["sql", "--format", "TabSeparated", "--config"])
+        .arg(config)
+        .arg("SELECT toUnixTimestamp64Milli(time), instance, metric, class, peer, round(score, 1) FROM anomalies ORDER BY time, instance LIMIT 100")
+        .output();
+    match output {
+        Ok(output) => format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+        Err(error) => format!("epicenter sql did not run: {error}"),
+    }
+}
+
 /// (kind, datacenters, hosts) of every incident, resolved or not.
 fn answers(incidents: &BTreeMap<String, Incident>) -> BTreeSet<Answer> {
     incidents.values().map(|incident| incident.answer.clone()).collect()
@@ -243,10 +261,12 @@ fn e2e_three_collectors_and_one_detector_name_what_one_unsharded_run_names() {
     assert_eq!(
         answers(&many),
         answers(&one),
-        "the sharded run's incidents differ from the unsharded run's\nunsharded:\n{}\nsharded:\n{}\n{}",
+        "the sharded run's incidents differ from the unsharded run's\nunsharded:\n{}\nsharded:\n{}\n{}\n--- anomalies the unsharded run stored (first rounds):\n{}--- anomalies detect stored:\n{}",
         evidence(&whole),
         evidence(&detector),
-        logs()
+        logs(),
+        stored_anomalies(&dir.join("unsharded.yml")),
+        stored_anomalies(&dir.join("detect.yml"))
     );
     // Each opened within 10 s of the other's. The detector reads a scrape once its collector
     // flushed it (batching.max_age 250 ms), its next poll ran (every half tick, 250 ms) and it

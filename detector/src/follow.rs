@@ -54,6 +54,8 @@ pub const FORGET_AFTER_MS: i64 = 10 * 60_000;
 /// for it. Short scrape intervals would otherwise count a collector that is merely slower
 /// than the others (a busy machine) as gone.
 pub const MIN_SILENCE_ALLOWED_MS: i64 = 10_000;
+/// The most a samples window spans, in lookbacks ([`Follower::samples_to`]).
+pub const WINDOW_LOOKBACKS: i64 = 4;
 /// Gaps between one instance's scrapes that fix the interval the lookback is measured in.
 const INTERVAL_GAPS: usize = 30;
 
@@ -291,10 +293,40 @@ impl Follower {
             .max(2 * self.longest_interval_ms)
     }
 
-    /// Where the next samples window starts (sample time, ms).
+    /// Where the next samples window starts (sample time, ms): the oldest of the newest
+    /// scrapes fed of the instances whose collectors write (what any of them has not been fed
+    /// yet lies after it), and at most [`Follower::lookback_ms`] before the newest sample fed.
+    /// So a poll reads about a hold and a poll of samples, not the whole lookback, once every
+    /// instance is fed; the whole lookback while a live instance was never fed (a new target,
+    /// a collector back from a silence) or none is known. Quiet collectors' instances
+    /// ([`Follower::lost`]) do not hold the window back: what their spool replays later
+    /// than the window is not fed (its rounds were judged).
     pub fn samples_from(&self) -> i64 {
-        self.newest_ms
-            .map_or(self.start_ms, |newest| newest.saturating_sub(self.lookback_ms()))
+        let Some(newest) = self.newest_ms else {
+            return self.start_ms;
+        };
+        let whole = newest.saturating_sub(self.lookback_ms());
+        let mut oldest_fed: Option<i64> = None;
+        for name in self.scraped.keys().filter(|name| !self.lost.contains(*name)) {
+            let Some(fed) = self.fed.get(name) else {
+                return whole;
+            };
+            // A self-stamping target's `up` rows lie on the scrapes' clock.
+            let fed = self.up_fed.get(name).map_or(*fed, |up| (*fed).min(*up));
+            oldest_fed = Some(oldest_fed.map_or(fed, |oldest| oldest.min(fed)));
+        }
+        oldest_fed.map_or(whole, |oldest| oldest.max(whole))
+    }
+
+    /// Where the next samples window ends (sample time, ms, inclusive):
+    /// [`WINDOW_LOOKBACKS`] lookbacks after [`Follower::samples_from`]. A detector that fell
+    /// behind (a starved machine, a store that stalled) catches up in windows of that span
+    /// instead of reading everything since it stood, which made each poll longer and the
+    /// detector later still. A target whose own clock runs further ahead than that of the
+    /// others is not read until they catch up with it.
+    pub fn samples_to(&self) -> i64 {
+        self.samples_from()
+            .saturating_add(WINDOW_LOOKBACKS.saturating_mul(self.lookback_ms()))
     }
 
     /// Where the next scrapes window starts (wall clock, ms): far enough back to see every
@@ -507,6 +539,12 @@ impl Follower {
         newest.saturating_sub(self.hold_ms()).min(slowest)
     }
 
+    /// How many instances the collectors stored scrapes of lately (as of the last poll; the
+    /// quiet ones, [`Follower::lost`], included).
+    pub fn instances(&self) -> usize {
+        self.scraped.len()
+    }
+
     /// The newest sample time fed (ms), once a sample was fed.
     pub fn newest_ms(&self) -> Option<i64> {
         self.newest_ms
@@ -629,7 +667,8 @@ mod tests {
                 (10_000, "r2".to_string(), 1, false)
             ]
         );
-        assert_eq!(follower.samples_from(), 10_000 - MIN_LOOKBACK_MS);
+        // Both fed to 10 s: the next window starts there, not a lookback back.
+        assert_eq!(follower.samples_from(), 10_000);
         rows.push(sample(30_000, "r1", "a", 1.0));
         assert_eq!(
             names(&follower.take(&rows.join("\n"), &live, now).unwrap()),
@@ -736,6 +775,76 @@ mod tests {
             names(&follower.take(&rows.join("\n"), &r2_down, now).unwrap()),
             [(30_000, "r1".to_string(), 1, false)]
         );
+    }
+
+    /// A poll reads from the oldest newest-scrape-fed of the live instances: the whole
+    /// lookback while one of them was never fed, and a quiet collector's instance holds the
+    /// window back no more than it holds the rounds.
+    #[test]
+    fn the_window_starts_where_the_least_fed_live_instance_stands() {
+        let mut follower = Follower::new(0, 10_000, 1_000, 1_000);
+        let now = 100_000;
+        let rows: Vec<String> = (1..=9)
+            .flat_map(|k| [sample(k * 10_000, "r1", "a", 1.0), sample(k * 10_000, "r2", "a", 1.0)])
+            .collect();
+        // r3 is scraped (a new target) but none of its samples was read yet.
+        let three = scrapes(&[("r1", now, &[]), ("r2", now, &[]), ("r3", now, &[])]);
+        follower.take(&rows.join("\n"), &three, now).unwrap();
+        let newest = follower.newest_ms().unwrap();
+        assert_eq!(newest, 80_000, "fed up to a hold (the 10 s interval) behind 90 s");
+        assert_eq!(follower.samples_from(), newest - follower.lookback_ms());
+        // r3's first scrapes are read: it is fed up to where the others are, r2 lags a scrape.
+        let mut more = rows.clone();
+        more.extend((8..=9).map(|k| sample(k * 10_000, "r3", "a", 1.0)));
+        more.retain(|row| !row.contains(r#""t":"90000","metric":"a","labels":{"pool":"p"},"value":1,"instance":"r2""#));
+        follower.take(&more.join("\n"), &three, now).unwrap();
+        assert_eq!(follower.fed.get("r2"), Some(&80_000));
+        assert_eq!(follower.samples_from(), 80_000);
+        // r3's collector goes quiet (its newest stored scrape 50 s behind): it is lost and
+        // holds the window back no more; r1 and r2 read on to 120 s.
+        let quiet = scrapes(&[("r1", now + 50_000, &[]), ("r2", now + 50_000, &[]), ("r3", now, &[])]);
+        let later: Vec<String> = (9..=12)
+            .flat_map(|k| [sample(k * 10_000, "r1", "a", 1.0), sample(k * 10_000, "r2", "a", 1.0)])
+            .collect();
+        follower.take(&later.join("\n"), &quiet, now + 50_000).unwrap();
+        assert_eq!(follower.lost(), ["r3"]);
+        assert_eq!(follower.fed.get("r3"), Some(&80_000));
+        assert_eq!(follower.samples_from(), 110_000);
+    }
+
+    /// A follower ten minutes behind (the store stalled, or the machine starved it) reads
+    /// bounded windows (four lookbacks: 2 minutes, then 160 s once the interval is known)
+    /// and catches up in a few polls, instead
+    /// of reading everything since it stood at every poll.
+    #[test]
+    fn a_follower_behind_catches_up_in_bounded_windows() {
+        let mut follower = Follower::new(0, 10_000, 1_000, 1_000);
+        let stored: Vec<(i64, String)> = (1..=60)
+            .flat_map(|k| {
+                ["r1", "r2"]
+                    .into_iter()
+                    .map(move |name| (k * 10_000, sample(k * 10_000, name, "a", 1.0)))
+            })
+            .collect();
+        let now = 600_000;
+        let live = scrapes(&[("r1", now, &[]), ("r2", now, &[])]);
+        let mut polls = 0;
+        while follower.newest_ms() < Some(590_000) {
+            let (from, to) = (follower.samples_from(), follower.samples_to());
+            let window: Vec<&str> = stored
+                .iter()
+                .filter(|(t, _)| (from..=to).contains(t))
+                .map(|(_, row)| row.as_str())
+                .collect();
+            // At most four lookbacks (40 s once the 10 s interval is known) of two instances
+            // every 10 s, with the row at either end; reading on to the newest would be 120.
+            assert!(window.len() <= 2 * 17, "poll {polls} read {} rows", window.len());
+            follower.take(&window.join("\n"), &live, now).unwrap();
+            polls += 1;
+            assert!(polls <= 10, "no catching up: fed up to {:?}", follower.newest_ms());
+        }
+        // Each poll moves on by the window less the hold: more than one poll, fewer than ten.
+        assert!(polls >= 3, "{polls}");
     }
 
     /// NaN and ±Inf come as `null` from ClickHouse: read as NaN, not a failed poll.

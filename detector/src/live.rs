@@ -15,7 +15,9 @@
 //!
 //! A round that runs late by a quarter of the tick or more (at least 25 ms) means epicenter
 //! itself is starved, and so, most likely, is everything beside it on the machine: that round
-//! and the next are judged behind ([`Detector::set_behind`]), which opens no verdict. So are
+//! and the next are judged behind ([`Detector::set_behind`]), which opens no verdict (on the
+//! scrape path; read back from a store, [`Pacing::SampleTime`], the samples' times were set by
+//! the collectors that scraped them and the detector's own lateness holds nothing). So are
 //! a round in which the collector skipped a scheduled scrape or had one time out while it was
 //! starved ([`Batch::late`]), and the round after it: what epicenter failed to read is not
 //! evidence about the fleet.
@@ -69,6 +71,45 @@ pub fn catch_up_times(judged_ms: Option<i64>, latest_ms: i64, interval_ms: i64) 
         0
     };
     let first = (owed - CATCH_UP_ROUNDS as i64).max(0) + 1;
+    (first..=owed)
+        .map(|k| judged.saturating_add(k.saturating_mul(interval_ms)))
+        .collect()
+}
+
+/// How the live detector cuts its rounds ([`run`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pacing {
+    /// Each tick judges what arrived since the last one (the scrape path: each target's
+    /// scrape arrives once an interval, as it is made), with rounds owed after a late tick
+    /// ([`catch_up_times`]).
+    Arrival,
+    /// Rounds fall on interval boundaries of sample time, each judging the batches up to its
+    /// boundary, and a tick judges only the boundaries the batches have passed
+    /// ([`due_times`]); a tick with none due judges nothing. A tick that comes late holds no
+    /// round: the samples' times were set where they were scraped, not here (late batches
+    /// still hold theirs). For batches that come in time
+    /// order in lumps that need not match the ticks (`epicenter detect` reading a store back,
+    /// a poll every half tick): every round then sees each target's scrape of its interval
+    /// once, as a headless run does, not a quarter or three quarters of them (which made a
+    /// caller whose scrape happened to be in look like it stood out among its siblings).
+    SampleTime,
+}
+
+/// The interval boundaries (ms of sample time) a [`Pacing::SampleTime`] tick judges: every
+/// `judged_ms + k·interval_ms` strictly before `latest_ms` (the newest batch received: a
+/// batch stamped at the boundary itself may still be on its way), the last
+/// [`CATCH_UP_ROUNDS`] + 1 of them (older intervals are judged with the oldest of those);
+/// `latest_ms` itself before the first round.
+pub fn due_times(judged_ms: Option<i64>, latest_ms: i64, interval_ms: i64) -> Vec<i64> {
+    let Some(judged) = judged_ms else {
+        return vec![latest_ms];
+    };
+    if interval_ms <= 0 || latest_ms <= judged {
+        return Vec::new();
+    }
+    // Counted, not walked (a sample stamped far ahead must not make a long loop).
+    let owed = (latest_ms - judged - 1) / interval_ms;
+    let first = (owed - CATCH_UP_ROUNDS as i64).max(1);
     (first..=owed)
         .map(|k| judged.saturating_add(k.saturating_mul(interval_ms)))
         .collect()
@@ -225,7 +266,7 @@ pub async fn run(
     rules: Vec<Rule>,
     dependencies: Vec<Dependency>,
     settings: Settings,
-    tick: Duration,
+    (tick, pacing): (Duration, Pacing),
     mut inbox: mpsc::Receiver<Batch>,
     dropped: std::sync::Arc<std::sync::atomic::AtomicU64>,
     out: mpsc::Sender<Round>,
@@ -271,9 +312,22 @@ pub async fn run(
                 pending.push(batch);
             }
             scheduled = ticks.tick() => {
+                // Paced by sample time, a tick with no boundary passed judges nothing (what
+                // it saw of lateness waits for the round that does).
+                if pacing == Pacing::SampleTime {
+                    let interval = interval_ms.filter(|_| gaps.len() >= FIRST_GAPS);
+                    if interval.is_some_and(|interval| due_times(judged_ms, latest_ms, interval).is_empty()) {
+                        continue;
+                    }
+                }
                 // With `Delay`, a late tick moves the schedule: each lag is this round's own.
                 let lag = tokio::time::Instant::now().saturating_duration_since(scheduled);
-                let behind = (lag >= late || previous_lag >= late).then(|| lag.max(previous_lag));
+                // A late tick means the scrapes beside it were starved too, on the scrape path.
+                // Paced by sample time the samples were stamped by their collectors, not by
+                // this task: its own lateness delays the rounds but says nothing about what
+                // they judge (the collectors' own losses still come as late batches).
+                let behind = (pacing == Pacing::Arrival && (lag >= late || previous_lag >= late))
+                    .then(|| lag.max(previous_lag));
                 previous_lag = lag;
                 let dropped_now = dropped.load(std::sync::atomic::Ordering::Relaxed);
                 if dropped_now > dropped_seen {
@@ -300,19 +354,28 @@ pub async fn run(
                 // its own time, in order. On time, with scrapes spread over the interval, one
                 // round judges what came, as before.
                 pending.sort_by_key(|batch| batch.time_ms);
-                let span = match (pending.first(), pending.last()) {
-                    (Some(first), Some(last)) => last.time_ms - first.time_ms,
-                    _ => 0,
+                let times = match pacing {
+                    Pacing::SampleTime => due_times(judged_ms, latest_ms, interval),
+                    Pacing::Arrival => {
+                        let span = match (pending.first(), pending.last()) {
+                            (Some(first), Some(last)) => last.time_ms - first.time_ms,
+                            _ => 0,
+                        };
+                        let piled_up = lag >= tick / 2 || span > interval + interval / 2;
+                        let mut times = if piled_up {
+                            catch_up_times(judged_ms, latest_ms, interval)
+                        } else {
+                            Vec::new()
+                        };
+                        times.push(latest_ms);
+                        times
+                    }
                 };
-                let piled_up = lag >= tick / 2 || span > interval + interval / 2;
-                let mut times = if piled_up {
-                    catch_up_times(judged_ms, latest_ms, interval)
-                } else {
-                    Vec::new()
-                };
-                times.push(latest_ms);
-                judged_ms = Some(latest_ms);
-                let mut batches = pending.drain(..).peekable();
+                let Some(&last) = times.last() else { continue };
+                judged_ms = Some(last);
+                // What lies after the last round judged waits for a later tick.
+                let ready = pending.partition_point(|batch| batch.time_ms <= last);
+                let mut batches = pending.drain(..ready).collect::<Vec<_>>().into_iter().peekable();
                 let mut late_now = this_round_late;
                 for time_ms in times {
                     while let Some(batch) = batches.next_if(|batch| batch.time_ms <= time_ms) {
@@ -367,15 +430,21 @@ mod tests {
     /// 1 s apart (the interval is known after five gaps): its inbox, its rounds, the shutdown
     /// switch (kept alive by the caller), its task, and its first round, judged at the last
     /// of those samples (6 s).
-    async fn warmed(
-        tick: Duration,
-    ) -> (
+    async fn warmed(tick: Duration) -> Warmed {
+        warmed_paced(tick, Pacing::Arrival).await
+    }
+
+    /// What [`warmed`] gives: inbox, rounds, shutdown switch, task, first round.
+    type Warmed = (
         mpsc::Sender<Batch>,
         mpsc::Receiver<Round>,
         watch::Sender<bool>,
         tokio::task::JoinHandle<()>,
         Round,
-    ) {
+    );
+
+    /// [`warmed`] with the rounds cut by `pacing`.
+    async fn warmed_paced(tick: Duration, pacing: Pacing) -> Warmed {
         let (batches, inbox) = mpsc::channel(64);
         let (out, mut rounds) = mpsc::channel(64);
         let (stop, shutdown) = watch::channel(false);
@@ -383,7 +452,7 @@ mod tests {
             Vec::new(),
             Vec::new(),
             Settings::default(),
-            tick,
+            (tick, pacing),
             inbox,
             std::sync::Arc::default(),
             out,
@@ -415,6 +484,26 @@ mod tests {
             next.held_by >= Some(late.lag),
             "the round after a late one was not held"
         );
+        drop(batches);
+        detector.await.unwrap();
+    }
+
+    /// Paced by sample time, a tick that comes late (the runtime blocked for three ticks)
+    /// delays the rounds but holds none: the samples' times were set by their collectors.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_late_tick_holds_no_sample_paced_round() {
+        let tick = Duration::from_millis(200);
+        let (batches, mut rounds, _stop, detector, _) = warmed_paced(tick, Pacing::SampleTime).await;
+        batches.send(batch(7_500)).await.unwrap();
+        tokio::spawn(async { std::thread::sleep(Duration::from_millis(600)) });
+        let late = rounds.recv().await.unwrap();
+        assert_eq!(late.time_ms, 7_000);
+        assert!(late.lag >= Duration::from_millis(400), "lag {:?}", late.lag);
+        assert_eq!(late.held_by, None);
+        assert!(!late.held);
+        batches.send(batch(8_500)).await.unwrap();
+        let next = rounds.recv().await.unwrap();
+        assert_eq!((next.time_ms, next.held), (8_000, false));
         drop(batches);
         detector.await.unwrap();
     }
@@ -479,6 +568,56 @@ mod tests {
         // No round judged yet, or no interval: nothing owed.
         assert_eq!(catch_up_times(None, 26_000, 1_000), Vec::<i64>::new());
         assert_eq!(catch_up_times(Some(6_000), 26_000, 0), Vec::<i64>::new());
+    }
+
+    /// The boundaries a sample-paced tick judges, worked by hand: interval 1 s, last round
+    /// at 6 s.
+    #[test]
+    fn a_sample_paced_tick_judges_the_boundaries_the_batches_passed() {
+        // Before the first round: the newest batch's time.
+        assert_eq!(due_times(None, 6_000, 1_000), vec![6_000]);
+        // Not yet past 7 s (a batch stamped 7 s may still be on its way): nothing.
+        assert_eq!(due_times(Some(6_000), 6_500, 1_000), Vec::<i64>::new());
+        assert_eq!(due_times(Some(6_000), 7_000, 1_000), Vec::<i64>::new());
+        assert_eq!(due_times(Some(6_000), 7_001, 1_000), vec![7_000]);
+        assert_eq!(due_times(Some(6_000), 9_500, 1_000), vec![7_000, 8_000, 9_000]);
+        // A stall of 20 intervals: the last CATCH_UP_ROUNDS + 1 boundaries.
+        assert_eq!(
+            due_times(Some(6_000), 26_500, 1_000),
+            vec![22_000, 23_000, 24_000, 25_000, 26_000]
+        );
+        let century = 100 * 365 * 86_400_000_i64;
+        assert_eq!(due_times(Some(0), century + 1, 1_000).len(), 5);
+        assert_eq!(due_times(Some(6_000), 26_000, 0), Vec::<i64>::new());
+    }
+
+    /// Paced by sample time, lumps that straddle the boundaries are judged at the boundaries:
+    /// the round at 7 s sees r2's scrape at 6.6 s and not r3's at 7.2 s that came with it,
+    /// and a tick with no boundary passed judges nothing.
+    #[tokio::test(flavor = "current_thread")]
+    async fn sample_paced_rounds_fall_on_boundaries_whatever_the_lumps() {
+        let tick = Duration::from_millis(100);
+        let (batches, mut rounds, _stop, detector, _) = warmed_paced(tick, Pacing::SampleTime).await;
+        let at = |time_ms: i64, name: &str| {
+            let mut one = batch(time_ms);
+            one.instance.name = name.into();
+            one
+        };
+        batches.send(at(6_600, "r2")).await.unwrap();
+        // Several ticks pass with 7 s not yet passed.
+        tokio::time::sleep(tick * 3).await;
+        batches.send(at(7_000, "r1")).await.unwrap();
+        batches.send(at(7_200, "r3")).await.unwrap();
+        let first = rounds.recv().await.unwrap();
+        let names = |round: &Round| -> Vec<String> { round.graph.nodes.iter().map(|node| node.name.clone()).collect() };
+        assert_eq!(first.time_ms, 7_000);
+        assert_eq!(names(&first), ["r1", "r2"]);
+        batches.send(at(8_100, "r1")).await.unwrap();
+        let second = rounds.recv().await.unwrap();
+        assert_eq!(second.time_ms, 8_000);
+        assert_eq!(names(&second), ["r1", "r2", "r3"]);
+        drop(batches);
+        detector.await.unwrap();
     }
 
     /// Samples of three intervals that arrive before one tick (epicenter caught up after a

@@ -22,6 +22,21 @@ pub struct Status {
     /// The open incidents in a few words, oldest first, `; ` between them (`node_loss of
     /// redis-2-1 on dc-2-host-3 in dc-2`).
     pub open_verdict: Option<String>,
+    /// `epicenter detect`'s store follower, in place of the targets and the writer.
+    pub following: Option<Following>,
+}
+
+/// What `epicenter detect` reads back from the store ([`crate::telemetry::FollowTelemetry`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Following {
+    /// Instances whose scrapes the collectors stored lately.
+    pub instances: i64,
+    /// Of those, instances kept as seen because their collector went quiet.
+    pub lost: i64,
+    /// Sample rows read back so far.
+    pub rows_read: u64,
+    /// The newest sample time fed to the detector, seconds since the epoch (0 before any).
+    pub newest_fed_seconds: f64,
 }
 
 impl AppState {
@@ -44,7 +59,15 @@ impl AppState {
                 .collect();
             (!described.is_empty()).then(|| described.join("; "))
         });
+        let follow = self.telemetry.follow();
+        let following = follow.is_active().then(|| Following {
+            instances: follow.instances.get(),
+            lost: follow.instances_lost.get(),
+            rows_read: follow.sample_rows_read_total.get(),
+            newest_fed_seconds: follow.newest_sample_timestamp_seconds.get(),
+        });
         Status {
+            following,
             targets: self.targets.health(),
             samples_written: writer.sample_rows_written.load(Ordering::Relaxed),
             samples_failed: writer.sample_rows_failed.load(Ordering::Relaxed),
@@ -55,12 +78,56 @@ impl AppState {
 }
 
 impl Status {
+    /// The count whose rate the line shows: sample rows written (`run`), or read back from
+    /// the store (`epicenter detect`).
+    pub fn counted(&self) -> u64 {
+        self.following
+            .as_ref()
+            .map_or(self.samples_written, |following| following.rows_read)
+    }
+
     /// One line: `targets 41 up, 1 down | 4210 samples/s | writer backlog 0 | no open verdict |
     /// down: redis http://127.0.0.1:9121/metrics: request failed: connection refused` (the
     /// URL without credentials or query, control characters as `?`);
     /// `samples_per_second` is the caller's rate over its last interval. Failed samples are
     /// shown only when there are any.
+    /// `epicenter detect`'s line instead: `following 42 instances (3 kept as seen) | 812
+    /// samples/s read back | newest sample fed 1.3 s ago | no open verdict`, `now_seconds`
+    /// being the wall clock.
     pub fn line(&self, samples_per_second: f64) -> String {
+        let now_seconds = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |since| since.as_secs_f64());
+        self.line_at(samples_per_second, now_seconds)
+    }
+
+    /// [`Status::line`] at `now_seconds` (seconds since the epoch).
+    pub fn line_at(&self, samples_per_second: f64, now_seconds: f64) -> String {
+        if let Some(following) = &self.following {
+            let mut first = format!(
+                "following {} instance{}",
+                following.instances,
+                if following.instances == 1 { "" } else { "s" }
+            );
+            if following.lost > 0 {
+                first.push_str(&format!(" ({} kept as seen: collector quiet)", following.lost));
+            }
+            let newest = if following.newest_fed_seconds > 0.0 {
+                format!(
+                    "newest sample fed {:.1} s ago",
+                    (now_seconds - following.newest_fed_seconds).max(0.0)
+                )
+            } else {
+                "no sample fed yet".to_string()
+            };
+            return [
+                first,
+                format!("{samples_per_second:.0} samples/s read back"),
+                newest,
+                self.verdict_part(),
+            ]
+            .join(" | ");
+        }
         let targets = &self.targets;
         let mut parts = vec![format!("targets {} up, {} down", targets.up, targets.down)];
         if targets.unknown > 0 {
@@ -71,11 +138,7 @@ impl Status {
             parts.push(format!("{} samples failed", self.samples_failed));
         }
         parts.push(format!("writer backlog {}", self.writer_backlog));
-        parts.push(match &self.open_verdict {
-            Some(verdict) if verdict.contains("; ") => format!("open verdicts: {}", printable(verdict)),
-            Some(verdict) => format!("open verdict: {}", printable(verdict)),
-            None => "no open verdict".to_string(),
-        });
+        parts.push(self.verdict_part());
         // Last, so that a narrow terminal cuts the detail rather than the counts.
         if let Some(down) = &targets.first_down {
             parts.push(format!(
@@ -86,6 +149,17 @@ impl Status {
             ));
         }
         parts.join(" | ")
+    }
+}
+
+impl Status {
+    /// `no open verdict`, `open verdict: …` or `open verdicts: …; …`.
+    fn verdict_part(&self) -> String {
+        match &self.open_verdict {
+            Some(verdict) if verdict.contains("; ") => format!("open verdicts: {}", printable(verdict)),
+            Some(verdict) => format!("open verdict: {}", printable(verdict)),
+            None => "no open verdict".to_string(),
+        }
     }
 }
 
@@ -144,6 +218,7 @@ mod tests {
             samples_failed: 0,
             writer_backlog: 3,
             open_verdict: None,
+            following: None,
         };
         assert_eq!(
             status.line(4210.4),
@@ -160,6 +235,30 @@ mod tests {
         assert_eq!(
             status.line(0.0),
             "targets 0 up, 0 down, 2 not scraped yet | 0 samples/s | 7 samples failed | writer backlog 3 | open verdict: node_loss of redis-2-1 on dc-2-host-3 in dc-2"
+        );
+        assert_eq!(status.counted(), 10);
+        // `epicenter detect` tells of what it reads back instead of targets and writer.
+        status.following = Some(Following {
+            instances: 42,
+            lost: 3,
+            rows_read: 900,
+            newest_fed_seconds: 1_000.0,
+        });
+        assert_eq!(status.counted(), 900);
+        assert_eq!(
+            status.line_at(812.0, 1_001.3),
+            "following 42 instances (3 kept as seen: collector quiet) | 812 samples/s read back | newest sample fed 1.3 s ago | open verdict: node_loss of redis-2-1 on dc-2-host-3 in dc-2"
+        );
+        status.following = Some(Following {
+            instances: 1,
+            lost: 0,
+            rows_read: 0,
+            newest_fed_seconds: 0.0,
+        });
+        status.open_verdict = None;
+        assert_eq!(
+            status.line_at(0.0, 1_001.0),
+            "following 1 instance | 0 samples/s read back | no sample fed yet | no open verdict"
         );
     }
 }

@@ -63,6 +63,37 @@ pub struct Telemetry {
     detector_round_duration_seconds: Histogram,
     /// Anomalies the detector saw for the first time, by signal class.
     detector_anomalies_total: IntCounterVec,
+    /// `epicenter detect`'s store follower, [`Telemetry::follow`].
+    follow: FollowTelemetry,
+}
+
+/// What `epicenter detect`'s store follower reports after each poll (all 0 in `run`).
+pub struct FollowTelemetry {
+    /// Whether this process follows a store (`epicenter detect`).
+    active: std::sync::atomic::AtomicBool,
+    /// Instances whose scrapes the collectors stored lately.
+    pub instances: IntGauge,
+    /// Of those, instances whose collector went quiet while the others wrote: kept as seen,
+    /// their silence not judged.
+    pub instances_lost: IntGauge,
+    /// Sample rows read back from the store: what the polls cost.
+    pub sample_rows_read_total: IntCounter,
+    /// Polls that failed or timed out (their rounds are held).
+    pub polls_failed_total: IntCounter,
+    /// The newest sample time fed to the detector, seconds since the epoch.
+    pub newest_sample_timestamp_seconds: prometheus::Gauge,
+}
+
+impl FollowTelemetry {
+    /// Marks this process as following a store (the status line then tells of the follower).
+    pub fn activate(&self) {
+        self.active.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether this process follows a store.
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
 }
 
 impl Telemetry {
@@ -173,6 +204,34 @@ impl Telemetry {
             detector_anomalies_total.with_label_values(&[class]);
         }
         registry.register(Box::new(detector_anomalies_total.clone()))?;
+        let follow = FollowTelemetry {
+            active: std::sync::atomic::AtomicBool::new(false),
+            instances: IntGauge::new(
+                "epicenter_detect_instances",
+                "Instances whose scrapes the collectors stored lately, as epicenter detect's store follower last read them (0 in epicenter run).",
+            )?,
+            instances_lost: IntGauge::new(
+                "epicenter_detect_instances_lost",
+                "Instances whose collector stored no scrape for a while as the others went on (it stopped, or its writes fail): kept as seen by epicenter detect, their silence not judged.",
+            )?,
+            sample_rows_read_total: IntCounter::new(
+                "epicenter_detect_sample_rows_read_total",
+                "Sample rows epicenter detect read back from the store (each poll reads from where the least-fed live instance stands): what following costs the store.",
+            )?,
+            polls_failed_total: IntCounter::new(
+                "epicenter_detect_polls_failed_total",
+                "Polls of the store by epicenter detect that failed or got no answer in time; the detector rounds after them are held.",
+            )?,
+            newest_sample_timestamp_seconds: prometheus::Gauge::new(
+                "epicenter_detect_newest_sample_timestamp_seconds",
+                "The newest sample time epicenter detect fed to its detector, seconds since the epoch (time() minus it is how far the detector is behind the scrapes).",
+            )?,
+        };
+        registry.register(Box::new(follow.instances.clone()))?;
+        registry.register(Box::new(follow.instances_lost.clone()))?;
+        registry.register(Box::new(follow.sample_rows_read_total.clone()))?;
+        registry.register(Box::new(follow.polls_failed_total.clone()))?;
+        registry.register(Box::new(follow.newest_sample_timestamp_seconds.clone()))?;
         registry.register(Box::new(WriterCollector::new(writer)?))?;
         // process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, …
         // (Linux /proc), as every Prometheus client library exports them.
@@ -202,7 +261,13 @@ impl Telemetry {
             detector_rounds_total,
             detector_round_duration_seconds,
             detector_anomalies_total,
+            follow,
         })
+    }
+
+    /// `epicenter detect`'s store follower's figures.
+    pub fn follow(&self) -> &FollowTelemetry {
+        &self.follow
     }
 
     /// Records one round of the live detector: its count, how long it took and how late it

@@ -293,7 +293,7 @@ async fn detector_rounds_on_a_driven_clock_are_counted() {
         rules,
         Vec::new(),
         Settings::default(),
-        tick,
+        (tick, live::Pacing::Arrival),
         inbox,
         std::sync::Arc::default(),
         out,
@@ -492,4 +492,33 @@ async fn a_skipped_scrape_is_counted_and_leaves_target_health_alone() {
         ),
         Some(1.0)
     );
+}
+
+/// Every metric family epicenter renders (with a notifier configured) has its row in
+/// docs/telemetry.md, under its own name.
+#[tokio::test]
+async fn every_own_metric_is_documented() {
+    let (_stop, shutdown) = watch::channel(false);
+    let state = state(Notifiers::start(
+        &[notifier("pager", NotifierKind::Webhook, "http://127.0.0.1:9/")],
+        AlertSource::default(),
+        shutdown,
+    ));
+    let body = state.telemetry.render().unwrap();
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/telemetry.md")).unwrap();
+    let families: std::collections::BTreeSet<&str> = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .filter(|name| name.starts_with("epicenter_"))
+        .collect();
+    assert!(
+        families.contains("epicenter_detect_sample_rows_read_total"),
+        "{families:?}"
+    );
+    let missing: Vec<&&str> = families
+        .iter()
+        .filter(|name| !docs.contains(&format!("`{name}`")))
+        .collect();
+    assert!(missing.is_empty(), "not in docs/telemetry.md: {missing:?}");
 }
