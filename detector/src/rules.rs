@@ -104,6 +104,11 @@ pub struct RuleSpec {
     /// Label values a series must carry to count.
     #[serde(default)]
     pub r#match: BTreeMap<String, String>,
+    /// Regexes a series' label values must match to count, anchored at both ends as
+    /// Prometheus's `=~` matcher is (`{code: '5..'}`: any 5xx); a label the series lacks is
+    /// matched as the empty string, as in PromQL.
+    #[serde(default)]
+    pub match_re: BTreeMap<String, String>,
     /// Smallest change that can matter, in the signal's unit (per second for counters).
     pub floor: f64,
     /// What the series shows about the instance it belongs to (or its peer, with `peer`).
@@ -123,6 +128,8 @@ pub struct Rule {
     /// The rule as written.
     pub spec: RuleSpec,
     peer_regex: Option<Regex>,
+    /// `match_re`, compiled (anchored).
+    match_regexes: Vec<(String, Regex)>,
 }
 
 impl Rule {
@@ -146,6 +153,10 @@ impl Rule {
             .r#match
             .iter()
             .all(|(name, value)| labels.get(name) == Some(value))
+            && self
+                .match_regexes
+                .iter()
+                .all(|(name, regex)| regex.is_match(labels.get(name).map_or("", String::as_str)))
     }
 }
 
@@ -205,7 +216,23 @@ pub fn parse(text: &str) -> Result<Vec<Rule>, RulesError> {
                 })?),
                 None => None,
             };
-            Ok(Rule { spec, peer_regex })
+            let match_regexes = spec
+                .match_re
+                .iter()
+                .map(|(label, pattern)| {
+                    Regex::new(&format!("^(?:{pattern})$"))
+                        .map(|regex| (label.clone(), regex))
+                        .map_err(|error| RulesError {
+                            path: format!("signals[{index}].match_re.{label}"),
+                            message: error.to_string(),
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Rule {
+                spec,
+                peer_regex,
+                match_regexes,
+            })
         })
         .collect()
 }
@@ -232,5 +259,37 @@ mod tests {
         assert_eq!(bad.path, "signals[0].peer.regex");
         let floor = parse("signals:\n  - {metric: x, kind: gauge, class: errors, bad: up, floor: 0}\n").unwrap_err();
         assert_eq!(floor.path, "signals[0].floor");
+        let bad = parse(
+            "signals:\n  - {metric: x, kind: gauge, class: errors, bad: up, floor: 1, match_re: {code: '5(.'}}\n",
+        )
+        .unwrap_err();
+        assert_eq!(bad.path, "signals[0].match_re.code");
+    }
+
+    /// `match_re` is anchored at both ends, as PromQL's `=~` is, and a missing label is the
+    /// empty string.
+    #[test]
+    fn regex_matchers_are_anchored_like_promql() {
+        let rules = parse(
+            "signals:\n  - {metric: x, kind: counter, class: errors, bad: up, floor: 1, match: {method: GET}, match_re: {code: '5..', handler: '(/api.*)?'}}\n",
+        )
+        .unwrap();
+        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(name, value)| (name.to_string(), value.to_string()))
+                .collect()
+        };
+        let rule = &rules[0];
+        assert!(rule.matches(&labels(&[("method", "GET"), ("code", "503")])));
+        assert!(rule.matches(&labels(&[("method", "GET"), ("code", "500"), ("handler", "/api/v1")])));
+        // Not a prefix or a substring match: 5030 and 1500 are no 5xx.
+        assert!(!rule.matches(&labels(&[("method", "GET"), ("code", "5030")])));
+        assert!(!rule.matches(&labels(&[("method", "GET"), ("code", "1500")])));
+        // The exact matcher still applies; a handler outside /api does not match.
+        assert!(!rule.matches(&labels(&[("method", "POST"), ("code", "503")])));
+        assert!(!rule.matches(&labels(&[("method", "GET"), ("code", "503"), ("handler", "/metrics")])));
+        // No code label: the empty string, which '5..' does not match.
+        assert!(!rule.matches(&labels(&[("method", "GET")])));
     }
 }

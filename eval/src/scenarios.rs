@@ -234,14 +234,7 @@ pub fn evaluate(scenario: &Scenario, rules: Vec<Rule>, mut trace: Option<&mut dy
             let mut samples: Vec<(&str, BTreeMap<String, String>, f64)> = exposition
                 .samples
                 .iter()
-                .map(|sample| {
-                    let labels = exposition
-                        .labels_in(sample.labels)
-                        .iter()
-                        .map(|label| (label.name.to_string(), label.value.to_string()))
-                        .collect();
-                    (sample.name.as_ref(), labels, sample.value)
-                })
+                .map(|sample| (sample.name.as_ref(), exposition.label_map(sample), sample.value))
                 .collect();
             samples.push(("up", BTreeMap::new(), 1.0));
             detector.observe(now, info, samples);

@@ -55,11 +55,7 @@ fn record(scenario: &Scenario) -> Recording {
             };
             let exposition = parse(body.as_bytes(), options).unwrap();
             for sample in &exposition.samples {
-                let labels = exposition
-                    .labels_in(sample.labels)
-                    .iter()
-                    .map(|label| (label.name.to_string(), label.value.to_string()))
-                    .collect();
+                let labels = exposition.label_map(sample);
                 let time_ms = sample.timestamp_ms().unwrap_or(fleet.now_ms());
                 let key = Key {
                     pod: instance.name.clone(),

@@ -239,6 +239,16 @@ impl<'a> Exposition<'a> {
         &self.labels[range.start as usize..range.end as usize]
     }
 
+    /// `sample`'s labels as an owned map, name → value (values unescaped): the shape the
+    /// detector and the simulator's tests take samples in. A name given twice (refused by
+    /// the parser) would keep the last value.
+    pub fn label_map(&self, sample: &Sample<'a>) -> std::collections::BTreeMap<String, String> {
+        self.labels_in(sample.labels)
+            .iter()
+            .map(|label| (label.name.to_string(), label.value.to_string()))
+            .collect()
+    }
+
     /// The value of label `name` on `sample`, if present.
     pub fn label_value(&self, sample: &Sample<'a>, name: &str) -> Option<&str> {
         self.labels_in(sample.labels)
