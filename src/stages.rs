@@ -121,18 +121,25 @@ async fn follow(
                 }
             }
         };
-        let samples = fetch(follow::samples_query(
-            &metrics,
-            Some(follower.samples_from()),
-            Some(follower.samples_to()),
-            true,
-        ))
-        .await
-        .map_err(|error| format!("reading samples: {error}"));
-        let scrapes = match &samples {
-            Ok(_) => fetch(follow::scrapes_query(follower.scrapes_from(now_ms)))
-                .await
-                .map_err(|error| format!("reading scrapes: {error}")),
+        // The scrapes first: a collector back from a silence then counts as back when the
+        // samples window is drawn, and its replay is read.
+        let scrapes = fetch(follow::scrapes_query(follower.scrapes_from(now_ms)))
+            .await
+            .map_err(|error| format!("reading scrapes: {error}"))
+            .and_then(|scrapes| {
+                follower
+                    .note_scrapes(&String::from_utf8_lossy(&scrapes), now_ms)
+                    .map(|_| scrapes)
+            });
+        let samples = match &scrapes {
+            Ok(_) => fetch(follow::samples_query(
+                &metrics,
+                Some(follower.samples_from()),
+                follower.samples_to(),
+                true,
+            ))
+            .await
+            .map_err(|error| format!("reading samples: {error}")),
             Err(error) => Err(error.clone()),
         };
         let telemetry = state.telemetry.follow();

@@ -12,9 +12,10 @@
 //!   scrape is fed only once it lies a hold ([`Follower::hold_ms`]: a scrape interval, at least
 //!   the flush age and a poll) behind the newest sample read: each round then sees every
 //!   collector's scrapes up to its time, not those of whichever flushed last (which made a
-//!   caller that happened to be read first look like a root of its own). Every window reaches
-//!   back [`Follower::lookback_ms`] so a flush that comes late is still read; a scrape older
-//!   than that when it arrives (a spool replaying an outage) is not fed (its rounds were
+//!   caller that happened to be read first look like a root of its own). A window starts
+//!   where the least-fed instance stands ([`Follower::samples_from`]), at most
+//!   [`Follower::lookback_ms`] back, so a flush that comes late is still read; a scrape older
+//!   than that when it arrives (a spool replaying a long outage) is not fed (its rounds were
 //!   judged). Time to detect grows by about the hold.
 //! - **The synthetic `up`** carries the scrape's wall time, while a target may stamp its own
 //!   samples (`honor_timestamps`; a simulated fleet does). Where the clocks agree (most
@@ -213,6 +214,11 @@ pub struct Follower {
     read: HashMap<String, (i64, Option<i64>)>,
     /// Instances whose collector went quiet, as of the last poll.
     lost: std::collections::HashSet<String>,
+    /// Instances whose `up` rows lie on another clock than their samples (they stamp their
+    /// own): their window must reach both.
+    own_clock: std::collections::HashSet<String>,
+    /// Whether the last window read nothing newer than what was fed: the next is open-ended.
+    open_window: bool,
     /// The newest sample time fed.
     newest_ms: Option<i64>,
     /// The least a scrape is held back behind the newest sample read (ms): the collectors'
@@ -246,6 +252,8 @@ impl Follower {
             scraped: HashMap::new(),
             read: HashMap::new(),
             lost: std::collections::HashSet::new(),
+            own_clock: std::collections::HashSet::new(),
+            open_window: false,
             newest_ms: None,
             hold_floor_ms,
             longest_interval_ms,
@@ -294,39 +302,53 @@ impl Follower {
     }
 
     /// Where the next samples window starts (sample time, ms): the oldest of the newest
-    /// scrapes fed of the instances whose collectors write (what any of them has not been fed
-    /// yet lies after it), and at most [`Follower::lookback_ms`] before the newest sample fed.
-    /// So a poll reads about a hold and a poll of samples, not the whole lookback, once every
-    /// instance is fed; the whole lookback while a live instance was never fed (a new target,
-    /// a collector back from a silence) or none is known. Quiet collectors' instances
-    /// ([`Follower::lost`]) do not hold the window back: what their spool replays later
-    /// than the window is not fed (its rounds were judged).
+    /// scrapes fed of the instances collectors store (what none of them has been fed yet lies
+    /// after it), and at most [`Follower::lookback_ms`] before the newest sample fed. So a poll
+    /// reads about a hold and a poll of samples, not the whole lookback, once every instance
+    /// is fed; the whole lookback while an instance whose collector writes was never fed, or
+    /// was fed only before the lookback (a new target, a collector back from a silence: call
+    /// [`Follower::note_scrapes`] before asking, so that it counts as back). A quiet
+    /// collector's instances ([`Follower::lost`]) hold the window back to their newest scrape
+    /// fed while it lies within the lookback, so that a spool replaying a short outage is
+    /// read; what lies further back is not fed (its rounds were judged). A self-stamping
+    /// target ([`Follower::take`] on `up`) that is down holds it back to its `up` rows (the
+    /// only rows it gets).
     pub fn samples_from(&self) -> i64 {
         let Some(newest) = self.newest_ms else {
             return self.start_ms;
         };
         let whole = newest.saturating_sub(self.lookback_ms());
         let mut oldest_fed: Option<i64> = None;
-        for name in self.scraped.keys().filter(|name| !self.lost.contains(*name)) {
-            let Some(fed) = self.fed.get(name) else {
-                return whole;
+        for (name, (_, _, up)) in &self.scraped {
+            // A self-stamping target that is down: only its `up` rows come, on the scrapes'
+            // clock (while it is up, its `up` rows are left out and its samples stand).
+            let fed = if self.own_clock.contains(name) && !up {
+                self.up_fed.get(name).copied()
+            } else {
+                self.fed.get(name).copied()
             };
-            // A self-stamping target's `up` rows lie on the scrapes' clock.
-            let fed = self.up_fed.get(name).map_or(*fed, |up| (*fed).min(*up));
-            oldest_fed = Some(oldest_fed.map_or(fed, |oldest| oldest.min(fed)));
+            match fed {
+                Some(fed) if fed >= whole => oldest_fed = Some(oldest_fed.map_or(fed, |oldest| oldest.min(fed))),
+                _ if self.lost.contains(name) => {}
+                _ => return whole,
+            }
         }
         oldest_fed.map_or(whole, |oldest| oldest.max(whole))
     }
 
-    /// Where the next samples window ends (sample time, ms, inclusive):
-    /// [`WINDOW_LOOKBACKS`] lookbacks after [`Follower::samples_from`]. A detector that fell
-    /// behind (a starved machine, a store that stalled) catches up in windows of that span
-    /// instead of reading everything since it stood, which made each poll longer and the
-    /// detector later still. A target whose own clock runs further ahead than that of the
-    /// others is not read until they catch up with it.
-    pub fn samples_to(&self) -> i64 {
-        self.samples_from()
-            .saturating_add(WINDOW_LOOKBACKS.saturating_mul(self.lookback_ms()))
+    /// Where the next samples window ends (sample time, ms, inclusive): [`WINDOW_LOOKBACKS`]
+    /// lookbacks after [`Follower::samples_from`]. A detector that fell behind (a starved
+    /// machine, a store that stalled) catches up in windows of that span instead of reading
+    /// everything since it stood at every poll, which made each poll longer and the detector
+    /// later still. `None` (open) after a window that read nothing newer than what was read
+    /// before:
+    /// the store holds a gap longer than the window (collectors down for minutes, or started
+    /// after `detect`), which an open window steps over.
+    pub fn samples_to(&self) -> Option<i64> {
+        (!self.open_window).then(|| {
+            self.samples_from()
+                .saturating_add(WINDOW_LOOKBACKS.saturating_mul(self.lookback_ms()))
+        })
     }
 
     /// Where the next scrapes window starts (wall clock, ms): far enough back to see every
@@ -356,6 +378,24 @@ impl Follower {
     /// row that could not be read; nothing is marked fed then.
     pub fn take(&mut self, samples: &str, scrapes: &str, now_ms: i64) -> Result<Vec<Batch>, String> {
         let read = scrape_batches(samples)?;
+        let newest_stored = self.note_scrapes(scrapes, now_ms)?;
+        // A window that read nothing newer than what was read before (the store holds a gap longer
+        // than the window: collectors down for minutes, or started after `detect`): the next
+        // one is left open, or the follower would ask for the same empty window forever.
+        let read_before = self.read.values().map(|(read, _)| *read).max();
+        self.open_window = read
+            .iter()
+            .all(|batch| read_before.is_some_and(|before| batch.time_ms <= before));
+        self.take_read(read, newest_stored, now_ms)
+    }
+
+    /// Reads the rows of [`scrapes_query`]: each instance's placement, newest stored scrape,
+    /// `up` and epicenter's own late scrapes, and which collectors went quiet
+    /// ([`Follower::lost`]). [`Follower::take`] does it too; calling it first (with the same
+    /// rows, again in `take`: it is idempotent) lets [`Follower::samples_from`] see a
+    /// collector that came back before its replayed rows are read. Returns the newest scrape
+    /// any collector stored (wall clock, ms). Errors name the row that could not be read.
+    pub fn note_scrapes(&mut self, scrapes: &str, now_ms: i64) -> Result<i64, String> {
         let mut placements = Vec::new();
         for (index, line) in scrapes.lines().enumerate() {
             if line.trim().is_empty() {
@@ -419,6 +459,11 @@ impl Follower {
             .filter(|(_, (_, newest, _))| newest_stored.saturating_sub(*newest) > self.silence_allowed_ms)
             .map(|(name, _)| name.clone())
             .collect();
+        Ok(newest_stored)
+    }
+
+    /// The rest of [`Follower::take`], on the batches `read` from the samples.
+    fn take_read(&mut self, read: Vec<Batch>, newest_stored: i64, now_ms: i64) -> Result<Vec<Batch>, String> {
         // A lone `up` (a failed scrape) behind its instance's samples, read now or fed before,
         // is on the scrapes' clock while the samples carry their own: counted apart, fed as
         // it comes. Where the clocks agree it comes after them and is fed in turn.
@@ -452,6 +497,7 @@ impl Follower {
         let mut batches: Vec<Batch> = Vec::new();
         for (batch, own) in read.into_iter().zip(own_clock) {
             if own {
+                self.own_clock.insert(batch.instance.name.clone());
                 let fed = self.up_fed.get(&batch.instance.name).copied();
                 if fed.is_none_or(|fed| batch.time_ms > fed) {
                     self.up_fed.insert(batch.instance.name.clone(), batch.time_ms);
@@ -507,6 +553,7 @@ impl Follower {
             let known = |name: &String| scraped.contains_key(name) || read.contains_key(name);
             self.fed.retain(|name, _| known(name));
             self.up_fed.retain(|name, _| known(name));
+            self.own_clock.retain(|name| known(name));
             self.late_fed.retain(|name, _| known(name));
         }
         batches.sort_by_key(|batch| batch.time_ms);
@@ -777,69 +824,165 @@ mod tests {
         );
     }
 
-    /// A poll reads from the oldest newest-scrape-fed of the live instances: the whole
-    /// lookback while one of them was never fed, and a quiet collector's instance holds the
-    /// window back no more than it holds the rounds.
+    /// One poll as `epicenter detect` makes it against a store holding `stored` (sample
+    /// time, row): the scrapes noted first, then the samples in the follower's window, then
+    /// taken. Returns the batches and how many rows the window held.
+    fn poll(follower: &mut Follower, stored: &[(i64, String)], scrapes: &str, now: i64) -> (Vec<Batch>, usize) {
+        follower.note_scrapes(scrapes, now).unwrap();
+        let (from, to) = (follower.samples_from(), follower.samples_to());
+        let window: Vec<&str> = stored
+            .iter()
+            .filter(|(t, _)| *t >= from && to.is_none_or(|to| *t <= to))
+            .map(|(_, row)| row.as_str())
+            .collect();
+        (follower.take(&window.join("\n"), scrapes, now).unwrap(), window.len())
+    }
+
+    /// Rows of `names` every 10 s over `seconds` (sample time, ms, and the row).
+    fn every_10_s(names: &[&'static str], seconds: std::ops::RangeInclusive<i64>) -> Vec<(i64, String)> {
+        seconds
+            .step_by(10)
+            .flat_map(|second| {
+                names
+                    .iter()
+                    .map(move |name| (second * 1_000, sample(second * 1_000, name, "a", 1.0)))
+            })
+            .collect()
+    }
+
+    /// A poll reads from the oldest newest-scrape-fed of the instances collectors store: the
+    /// whole lookback while one of them was never fed; a quiet collector's instance holds the
+    /// window back only while what it was fed lies within the lookback.
     #[test]
-    fn the_window_starts_where_the_least_fed_live_instance_stands() {
+    fn the_window_starts_where_the_least_fed_instance_stands() {
         let mut follower = Follower::new(0, 10_000, 1_000, 1_000);
         let now = 100_000;
-        let rows: Vec<String> = (1..=9)
-            .flat_map(|k| [sample(k * 10_000, "r1", "a", 1.0), sample(k * 10_000, "r2", "a", 1.0)])
-            .collect();
+        let mut stored = every_10_s(&["r1", "r2"], 10..=90);
         // r3 is scraped (a new target) but none of its samples was read yet.
         let three = scrapes(&[("r1", now, &[]), ("r2", now, &[]), ("r3", now, &[])]);
-        follower.take(&rows.join("\n"), &three, now).unwrap();
+        poll(&mut follower, &stored, &three, now);
         let newest = follower.newest_ms().unwrap();
         assert_eq!(newest, 80_000, "fed up to a hold (the 10 s interval) behind 90 s");
         assert_eq!(follower.samples_from(), newest - follower.lookback_ms());
-        // r3's first scrapes are read: it is fed up to where the others are, r2 lags a scrape.
-        let mut more = rows.clone();
-        more.extend((8..=9).map(|k| sample(k * 10_000, "r3", "a", 1.0)));
-        more.retain(|row| !row.contains(r#""t":"90000","metric":"a","labels":{"pool":"p"},"value":1,"instance":"r2""#));
-        follower.take(&more.join("\n"), &three, now).unwrap();
+        // r3's first scrapes arrive; r2's at 90 s is late: r2 stands at 80 s.
+        stored.retain(|(t, row)| !(*t == 90_000 && row.contains(r#""instance":"r2""#)));
+        stored.extend(every_10_s(&["r3"], 80..=90));
+        poll(&mut follower, &stored, &three, now);
         assert_eq!(follower.fed.get("r2"), Some(&80_000));
         assert_eq!(follower.samples_from(), 80_000);
-        // r3's collector goes quiet (its newest stored scrape 50 s behind): it is lost and
-        // holds the window back no more; r1 and r2 read on to 120 s.
+        // r3's collector goes quiet (its newest stored scrape 50 s behind the others'): lost,
+        // it still holds the window at its last scrape fed (90 s), within the lookback (40 s)
+        // of the newest fed.
+        stored.extend(every_10_s(&["r1", "r2"], 100..=120));
         let quiet = scrapes(&[("r1", now + 50_000, &[]), ("r2", now + 50_000, &[]), ("r3", now, &[])]);
-        let later: Vec<String> = (9..=12)
-            .flat_map(|k| [sample(k * 10_000, "r1", "a", 1.0), sample(k * 10_000, "r2", "a", 1.0)])
-            .collect();
-        follower.take(&later.join("\n"), &quiet, now + 50_000).unwrap();
+        poll(&mut follower, &stored, &quiet, now + 50_000);
         assert_eq!(follower.lost(), ["r3"]);
+        assert_eq!(follower.fed.get("r3"), Some(&90_000));
+        assert_eq!(follower.newest_ms(), Some(110_000));
+        assert_eq!(follower.samples_from(), 90_000);
+        // Once r3's last scrape fed lies beyond the lookback it holds nothing.
+        stored.extend(every_10_s(&["r1", "r2"], 130..=150));
+        poll(&mut follower, &stored, &quiet, now + 70_000);
+        assert_eq!(follower.newest_ms(), Some(140_000));
+        assert_eq!(follower.samples_from(), 140_000);
+    }
+
+    /// A collector back from a short silence: its spool replays the scrapes it could not
+    /// write, and every one of them is fed (the window is drawn after the scrapes showed it
+    /// back, from where it stood).
+    #[test]
+    fn a_collector_back_from_a_silence_has_its_replay_fed() {
+        let mut follower = Follower::new(0, 10_000, 1_000, 1_000);
+        let mut stored = every_10_s(&["r1", "r2", "r3"], 10..=90);
+        let all = |now: i64, r3: i64| scrapes(&[("r1", now, &[]), ("r2", now, &[]), ("r3", r3, &[])]);
+        poll(&mut follower, &stored, &all(90_000, 90_000), 90_000);
         assert_eq!(follower.fed.get("r3"), Some(&80_000));
-        assert_eq!(follower.samples_from(), 110_000);
+        // r3's collector stops writing after 90 s; r1 and r2 go on to 130 s.
+        stored.extend(every_10_s(&["r1", "r2"], 100..=130));
+        poll(&mut follower, &stored, &all(130_000, 90_000), 130_000);
+        assert_eq!(follower.lost(), ["r3"]);
+        // It comes back at 140 s and replays 100–140 s in one go.
+        stored.extend(every_10_s(&["r1", "r2"], 140..=140));
+        stored.extend(every_10_s(&["r3"], 100..=140));
+        let mut fed_r3 = Vec::new();
+        for now in [140_000, 141_000] {
+            let (batches, _) = poll(&mut follower, &stored, &all(now, 140_000), now);
+            fed_r3.extend(
+                batches
+                    .iter()
+                    .filter(|batch| batch.instance.name == "r3" && !batch.samples.is_empty())
+                    .map(|batch| batch.time_ms),
+            );
+        }
+        // 90 s was fed before it came back (its collector had written it); 140 s waits for
+        // the next scrape, a hold behind.
+        assert_eq!(fed_r3, [100_000, 110_000, 120_000, 130_000]);
+    }
+
+    /// A gap in the store longer than a window (collectors down for minutes, or started well
+    /// after `detect`) is stepped over: a window that read nothing new is followed by an open
+    /// one.
+    #[test]
+    fn a_gap_longer_than_the_window_is_stepped_over() {
+        // Started 180 s before any collector stores anything.
+        let mut follower = Follower::new(0, 10_000, 1_000, 1_000);
+        let mut stored = every_10_s(&["r1"], 180..=300);
+        for now in [190_000, 195_000, 300_000] {
+            poll(&mut follower, &stored, &scrapes(&[("r1", now, &[])]), now);
+        }
+        assert_eq!(follower.newest_ms(), Some(290_000));
+        // The collectors stop at 300 s and resume at 700 s.
+        stored.extend(every_10_s(&["r1"], 700..=800));
+        for now in [700_000, 705_000, 800_000, 801_000] {
+            poll(&mut follower, &stored, &scrapes(&[("r1", now, &[])]), now);
+        }
+        assert_eq!(follower.newest_ms(), Some(790_000));
+    }
+
+    /// A target that failed one scrape (its `up` 0 on the samples' clock) and recovered does
+    /// not keep the window at the whole lookback.
+    #[test]
+    fn one_failed_scrape_does_not_widen_the_window_for_good() {
+        let mut follower = Follower::new(0, 10_000, 1_000, 1_000);
+        let mut stored = every_10_s(&["r1", "r2"], 10..=40);
+        stored.push((50_000, sample(50_000, "r1", "a", 1.0)));
+        stored.push((50_000, sample(50_000, "r2", "up", 0.0)));
+        stored.extend(every_10_s(&["r1", "r2"], 60..=400));
+        let (mut most, mut last) = (0, 0);
+        for now in (100..=400).step_by(10).map(|second| second * 1_000) {
+            let visible: Vec<(i64, String)> = stored.iter().filter(|(t, _)| *t <= now).cloned().collect();
+            let (_, rows) = poll(
+                &mut follower,
+                &visible,
+                &scrapes(&[("r1", now, &[]), ("r2", now, &[])]),
+                now,
+            );
+            most = most.max(rows);
+            last = rows;
+        }
+        assert_eq!(follower.newest_ms(), Some(390_000));
+        assert_eq!(follower.samples_from(), 390_000, "lookback {}", follower.lookback_ms());
+        // The last poll read two instances from the scrape fed before it (380 s) to the
+        // newest (400 s): 6 rows, where the whole lookback (40 s) holds 10.
+        assert_eq!(last, 6, "largest window {most}");
     }
 
     /// A follower ten minutes behind (the store stalled, or the machine starved it) reads
     /// bounded windows (four lookbacks: 2 minutes, then 160 s once the interval is known)
-    /// and catches up in a few polls, instead
-    /// of reading everything since it stood at every poll.
+    /// and catches up in a few polls, instead of reading everything since it stood at every
+    /// poll.
     #[test]
     fn a_follower_behind_catches_up_in_bounded_windows() {
         let mut follower = Follower::new(0, 10_000, 1_000, 1_000);
-        let stored: Vec<(i64, String)> = (1..=60)
-            .flat_map(|k| {
-                ["r1", "r2"]
-                    .into_iter()
-                    .map(move |name| (k * 10_000, sample(k * 10_000, name, "a", 1.0)))
-            })
-            .collect();
+        let stored = every_10_s(&["r1", "r2"], 10..=600);
         let now = 600_000;
         let live = scrapes(&[("r1", now, &[]), ("r2", now, &[])]);
         let mut polls = 0;
         while follower.newest_ms() < Some(590_000) {
-            let (from, to) = (follower.samples_from(), follower.samples_to());
-            let window: Vec<&str> = stored
-                .iter()
-                .filter(|(t, _)| (from..=to).contains(t))
-                .map(|(_, row)| row.as_str())
-                .collect();
+            let (_, rows) = poll(&mut follower, &stored, &live, now);
             // At most four lookbacks (40 s once the 10 s interval is known) of two instances
             // every 10 s, with the row at either end; reading on to the newest would be 120.
-            assert!(window.len() <= 2 * 17, "poll {polls} read {} rows", window.len());
-            follower.take(&window.join("\n"), &live, now).unwrap();
+            assert!(rows <= 2 * 17, "poll {polls} read {rows} rows");
             polls += 1;
             assert!(polls <= 10, "no catching up: fed up to {:?}", follower.newest_ms());
         }
