@@ -99,7 +99,8 @@ pub enum Pacing {
 /// `judged_ms + k·interval_ms` strictly before `latest_ms` (the newest batch received: a
 /// batch stamped at the boundary itself may still be on its way), the last
 /// [`CATCH_UP_ROUNDS`] + 1 of them (older intervals are judged with the oldest of those);
-/// `latest_ms` itself before the first round.
+/// `latest_ms` itself before the first round ([`run`] then sets the grid half an interval off
+/// it).
 pub fn due_times(judged_ms: Option<i64>, latest_ms: i64, interval_ms: i64) -> Vec<i64> {
     let Some(judged) = judged_ms else {
         return vec![latest_ms];
@@ -372,7 +373,13 @@ pub async fn run(
                     }
                 };
                 let Some(&last) = times.last() else { continue };
-                judged_ms = Some(last);
+                // Paced by sample time, the grid is set half an interval off the first round,
+                // which fell on the newest scrape then: on that target's own scrape times, ms
+                // of jitter would put none or two of its scrapes in a round.
+                judged_ms = Some(match (pacing, judged_ms) {
+                    (Pacing::SampleTime, None) => last - interval / 2,
+                    _ => last,
+                });
                 // What lies after the last round judged waits for a later tick.
                 let ready = pending.partition_point(|batch| batch.time_ms <= last);
                 let mut batches = pending.drain(..ready).collect::<Vec<_>>().into_iter().peekable();
@@ -494,16 +501,16 @@ mod tests {
     async fn a_late_tick_holds_no_sample_paced_round() {
         let tick = Duration::from_millis(200);
         let (batches, mut rounds, _stop, detector, _) = warmed_paced(tick, Pacing::SampleTime).await;
-        batches.send(batch(7_500)).await.unwrap();
+        batches.send(batch(7_000)).await.unwrap();
         tokio::spawn(async { std::thread::sleep(Duration::from_millis(600)) });
         let late = rounds.recv().await.unwrap();
-        assert_eq!(late.time_ms, 7_000);
+        assert_eq!(late.time_ms, 6_500);
         assert!(late.lag >= Duration::from_millis(400), "lag {:?}", late.lag);
         assert_eq!(late.held_by, None);
         assert!(!late.held);
-        batches.send(batch(8_500)).await.unwrap();
+        batches.send(batch(8_000)).await.unwrap();
         let next = rounds.recv().await.unwrap();
-        assert_eq!((next.time_ms, next.held), (8_000, false));
+        assert_eq!((next.time_ms, next.held), (7_500, false));
         drop(batches);
         detector.await.unwrap();
     }
@@ -591,9 +598,10 @@ mod tests {
         assert_eq!(due_times(Some(6_000), 26_000, 0), Vec::<i64>::new());
     }
 
-    /// Paced by sample time, lumps that straddle the boundaries are judged at the boundaries:
-    /// the round at 7 s sees r2's scrape at 6.6 s and not r3's at 7.2 s that came with it,
-    /// and a tick with no boundary passed judges nothing.
+    /// Paced by sample time, lumps that straddle the boundaries are judged at the boundaries,
+    /// which lie half an interval off the first round (6 s: r1's scrapes, 1 s apart): after
+    /// the half interval to 6.5 s, the round at 7.5 s sees r2's scrape at 7.1 s and r1's at 7 s, not r3's at 7.7 s that came
+    /// with them, and a tick with no boundary passed judges nothing.
     #[tokio::test(flavor = "current_thread")]
     async fn sample_paced_rounds_fall_on_boundaries_whatever_the_lumps() {
         let tick = Duration::from_millis(100);
@@ -603,18 +611,20 @@ mod tests {
             one.instance.name = name.into();
             one
         };
-        batches.send(at(6_600, "r2")).await.unwrap();
-        // Several ticks pass with 7 s not yet passed.
-        tokio::time::sleep(tick * 3).await;
         batches.send(at(7_000, "r1")).await.unwrap();
-        batches.send(at(7_200, "r3")).await.unwrap();
+        batches.send(at(7_100, "r2")).await.unwrap();
+        // Several ticks pass with 7.5 s not yet passed.
+        tokio::time::sleep(tick * 3).await;
+        batches.send(at(7_700, "r3")).await.unwrap();
+        // First the half interval up to 6.5 s (nothing came in it), then 7.5 s.
+        assert_eq!(rounds.recv().await.unwrap().time_ms, 6_500);
         let first = rounds.recv().await.unwrap();
         let names = |round: &Round| -> Vec<String> { round.graph.nodes.iter().map(|node| node.name.clone()).collect() };
-        assert_eq!(first.time_ms, 7_000);
+        assert_eq!(first.time_ms, 7_500);
         assert_eq!(names(&first), ["r1", "r2"]);
-        batches.send(at(8_100, "r1")).await.unwrap();
+        batches.send(at(8_600, "r1")).await.unwrap();
         let second = rounds.recv().await.unwrap();
-        assert_eq!(second.time_ms, 8_000);
+        assert_eq!(second.time_ms, 8_500);
         assert_eq!(names(&second), ["r1", "r2", "r3"]);
         drop(batches);
         detector.await.unwrap();
