@@ -218,7 +218,11 @@ fn context() -> ScrapeContext {
 }
 
 async fn scrape_once(address: &str, path: &str, extra: &str) -> ScrapeOutcome {
-    let job = job_for(address, path, extra);
+    scrape_job(job_for(address, path, extra)).await
+}
+
+/// One scrape of `job`'s first target.
+async fn scrape_job(job: Job) -> ScrapeOutcome {
     let (targets, _) = targets_for_job(&job);
     Scraper::new()
         .unwrap()
@@ -233,12 +237,7 @@ async fn scrape_patiently(address: &str, path: &str) -> ScrapeOutcome {
     let yaml = format!(
         "scrape_configs:\n  - job_name: test\n    scrape_interval: 10s\n    scrape_timeout: 5s\n    metrics_path: {path}\n    static_configs:\n      - targets: ['{address}']\n        labels: {{dc: dc-2, service: redis}}\n"
     );
-    let job = jobs_from_yaml(&yaml).unwrap().remove(0);
-    let (targets, _) = targets_for_job(&job);
-    Scraper::new()
-        .unwrap()
-        .scrape(&targets[0], &job, &context(), &mut TargetState::default())
-        .await
+    scrape_job(jobs_from_yaml(&yaml).unwrap().remove(0)).await
 }
 
 fn value_of(outcome: &ScrapeOutcome, name: &str) -> f64 {
