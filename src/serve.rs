@@ -106,6 +106,12 @@ pub(crate) async fn serve(
             return ExitCode::from(1);
         }
     };
+    // The SQL endpoint before the API binds: once its port takes connections, `sql --data`
+    // finds the endpoint file.
+    let live_sql = match store.serve_sql(&config.storage, shutdown.clone()).await {
+        Ok(live_sql) => live_sql,
+        Err(error) => return config_error(&error),
+    };
     let (listener, external_url) = match epicenter_web::bind(&config.server).await {
         Ok(bound) => bound,
         Err(error) => return config_error(&error),
@@ -130,10 +136,6 @@ pub(crate) async fn serve(
     });
     let server = match epicenter_web::start(state.clone(), &config.server, listener, shutdown.clone()) {
         Ok(server) => server,
-        Err(error) => return config_error(&error),
-    };
-    let live_sql = match store.serve_sql(&config.storage, shutdown.clone()).await {
-        Ok(live_sql) => live_sql,
         Err(error) => return config_error(&error),
     };
     let spool = match config.storage.spool().as_ref().map(Spool::open).transpose() {

@@ -122,6 +122,14 @@ fn the_live_store_answers_over_http_refuses_every_attack_and_sql_uses_it() {
         &config,
         &mut guard,
     );
+    // The endpoint is served before the API binds: by the time `start_epicenter_with` saw the
+    // API's port take connections, `sql --data` can find it (CI once asked in between).
+    assert_eq!(
+        std::fs::read_to_string(data.join("http-endpoint")).ok().as_deref(),
+        Some(format!("http://127.0.0.1:{sql_port}\n").as_str()),
+        "the API answered before the SQL endpoint was advertised: {}",
+        epicenter_log(&dir)
+    );
     assert!(
         wait_port(sql_port, Duration::from_secs(30)),
         "no SQL endpoint: {}",
