@@ -1195,6 +1195,11 @@ impl Detector {
         let has = |class: Class| own.iter().any(|a| a.class == class && a.peer.is_none());
         let roles = self.roles_of(&leader.instance);
         let is = |role: Role| roles.contains(&role);
+        if is(Role::Host) {
+            // The host's own exporter leads (steal, pressure stall, OOM kills): whatever runs on
+            // it suffers from it.
+            return Some("host_saturation".to_string());
+        }
         let kind = if is(Role::Cache) {
             // The node's exporter could not even be scraped in time (`up` down, while a dead
             // node's exporter still answers `redis_up 0`): the node accepts connections but
@@ -1245,16 +1250,31 @@ impl Detector {
     /// keeps its callees busy). The leader must show it (its own or its callers' towards it);
     /// another instance on the host counts when its own strongest such anomaly is at least
     /// twice the strongest of any instance of its service in its datacenter: a caller that
-    /// suffers like its siblings suffers from what they all call. Empty otherwise.
+    /// suffers like its siblings suffers from what they all call. The host's own exporter
+    /// (a rule with `role: host`, node_exporter) on that host counts with any anomaly of its
+    /// own, and as a second service: a host that reports its own steal or stalls needs only one
+    /// service suffering beside it, or none when it leads. Empty otherwise.
     fn co_located(&self, anomalies: &[Anomaly], candidates: &[Candidate]) -> Vec<String> {
         let Some(leader) = candidates.first() else {
             return Vec::new();
         };
         let trouble =
             |anomaly: &&Anomaly| matches!(anomaly.class, Class::Latency | Class::Errors | Class::Availability);
-        let leader_troubled = anomalies.iter().filter(trouble).any(|a| {
-            (a.peer.is_none() && a.instance == leader.instance) || a.peer.as_deref() == Some(leader.instance.as_str())
-        });
+        // The host's own exporter (role `host`) on the leader's host, with anomalies of its
+        // own: the host says itself that it suffers (steal, stalls, OOM kills), whatever class.
+        let host_says = |candidate: &Candidate| {
+            candidate.host == leader.host
+                && self.roles_of(&candidate.instance).contains(&Role::Host)
+                && anomalies
+                    .iter()
+                    .any(|a| a.peer.is_none() && a.instance == candidate.instance)
+        };
+        let leader_is_host = host_says(leader);
+        let leader_troubled = leader_is_host
+            || anomalies.iter().filter(trouble).any(|a| {
+                (a.peer.is_none() && a.instance == leader.instance)
+                    || a.peer.as_deref() == Some(leader.instance.as_str())
+            });
         if !leader_troubled {
             return Vec::new();
         }
@@ -1280,10 +1300,10 @@ impl Detector {
             candidates
                 .iter()
                 .skip(1)
-                .filter(|c| c.host == leader.host && stands_out(c)),
+                .filter(|c| c.host == leader.host && (stands_out(c) || host_says(c))),
         );
         let services: BTreeSet<&str> = on_host.iter().map(|c| c.service.as_str()).collect();
-        if services.len() >= 2 {
+        if services.len() >= 2 || leader_is_host {
             on_host.iter().map(|c| c.instance.clone()).collect()
         } else {
             Vec::new()

@@ -72,6 +72,10 @@ pub enum Role {
     Mailbox,
     /// A holder of client sessions (a gateway): `session_loss`.
     Session,
+    /// A host's own exporter (node_exporter: CPU steal, pressure stall, memory, OOM kills):
+    /// `host_saturation` when it leads or when it suffers beside the leader on the same host,
+    /// naming the host rather than the services on it (issue 18).
+    Host,
 }
 
 /// The label naming the peer a client series talks to.

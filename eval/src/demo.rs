@@ -248,6 +248,7 @@ pub fn suggested_queries(kind: &str, scenario: &str) -> Vec<String> {
         // A starved host: what each instance on each host serves, slowest first (the
         // backends' own request time; Redis nodes and databases by their callers' view).
         "host_saturation" => format!("SELECT host, service, instance, round(1000 * (maxIf(value, metric LIKE '%_sum') - minIf(value, metric LIKE '%_sum')) / (maxIf(value, metric LIKE '%_count') - minIf(value, metric LIKE '%_count')), 2) AS mean_request_ms FROM samples WHERE metric IN ('http_server_requests_seconds_sum', 'http_server_requests_seconds_count', 'http_request_duration_seconds_sum', 'http_request_duration_seconds_count') AND {this_run} GROUP BY host, service, instance ORDER BY mean_request_ms DESC LIMIT 10"),
+        "host_memory_pressure" => format!("SELECT host, toStartOfMinute(time) AS minute, round(min(value) / 1073741824, 2) AS mem_available_gib FROM samples WHERE metric = 'node_memory_MemAvailable_bytes' AND {this_run} GROUP BY host, minute ORDER BY mem_available_gib LIMIT 10"),
         "session_loss" => format!("SELECT instance AS pod, toStartOfMinute(time) AS minute, max(value) AS voice_state_sup_mailbox FROM samples WHERE metric = 'erlang_vm_process_message_queue_len' AND labels['registered_name'] = 'voice_state_sup' AND {this_run} GROUP BY pod, minute ORDER BY minute, pod"),
         _ => format!("SELECT service, count(DISTINCT metric) AS metrics, count() AS samples FROM samples WHERE {this_run} GROUP BY service ORDER BY service"),
     };

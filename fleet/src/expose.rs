@@ -510,6 +510,7 @@ fn render(fleet: &Fleet, index: usize) -> String {
                 view.command_seconds,
             );
         }
+        (Service::Node, State::Node(node)) => out.text.push_str(&node.render(out.timestamp_ms)),
         (Service::Db, State::Db(db)) => {
             let (active, commits) = db.figures();
             out.family("pg_up", "gauge", "Whether the last scrape of metrics from PostgreSQL was able to connect to the server (1 for yes, 0 for no).");

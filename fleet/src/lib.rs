@@ -11,6 +11,7 @@
 
 pub(crate) mod expose;
 pub mod model;
+pub mod node;
 pub mod random;
 pub mod scenario;
 pub mod serve;

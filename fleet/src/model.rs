@@ -190,6 +190,10 @@ pub struct Fleet {
     degraded: Vec<(usize, Option<usize>, f64, f64)>,
     /// Starved hosts: host name → extra seconds per operation of every instance on it.
     starved: BTreeMap<String, f64>,
+    /// Hosts short of memory: host name → extra seconds per operation (reclaim, swap).
+    pressed: BTreeMap<String, f64>,
+    /// Each host's node_exporter, with the fleet's `node_exporter` (instance index, state).
+    nodes: Vec<(usize, crate::node::Node)>,
     /// Which nodes the clients' ring holds (their topology view).
     ring_view: Vec<bool>,
     shares: Vec<f64>,
@@ -305,6 +309,16 @@ impl Fleet {
             .into_iter()
             .map(|index| (index, Media::default()))
             .collect();
+        let nodes = of(Service::Node)
+            .into_iter()
+            .enumerate()
+            .map(|(number, index)| {
+                (
+                    index,
+                    crate::node::Node::new(&instances[index].host, scenario.seed, number),
+                )
+            })
+            .collect();
         let ring_view = vec![true; redis_count];
         let names: Vec<String> = of(Service::Redis)
             .into_iter()
@@ -323,6 +337,8 @@ impl Fleet {
             media,
             degraded: Vec::new(),
             starved: BTreeMap::new(),
+            pressed: BTreeMap::new(),
+            nodes,
             ring_view,
             shares,
             pending_refresh: None,
@@ -588,6 +604,14 @@ impl Fleet {
             db.commits += db_commits[at];
         }
         self.step_beam(daily);
+        for (index, node) in &mut self.nodes {
+            let host = &self.instances[*index].host;
+            let trouble = crate::node::HostTrouble {
+                steal_seconds: self.starved.get(host).copied().unwrap_or(0.0),
+                memory_seconds: self.pressed.get(host).copied().unwrap_or(0.0),
+            };
+            node.step(daily, trouble);
+        }
         for (node, (_, redis)) in self.redis.iter_mut().enumerate() {
             redis.received += node_created[node];
             if redis.alive {
@@ -691,9 +715,11 @@ impl Fleet {
             })
     }
 
-    /// Extra seconds per operation of the instance at `index`: its host's CPU steal.
+    /// Extra seconds per operation of the instance at `index`: its host's CPU steal and
+    /// memory pressure.
     fn steal(&self, index: usize) -> f64 {
-        self.starved.get(&self.instances[index].host).copied().unwrap_or(0.0)
+        let host = &self.instances[index].host;
+        self.starved.get(host).copied().unwrap_or(0.0) + self.pressed.get(host).copied().unwrap_or(0.0)
     }
 
     fn normal(&mut self) -> f64 {
@@ -730,19 +756,27 @@ impl Fleet {
                 }
                 continue;
             }
-            if fault.kind == FaultKind::HostSaturation {
+            if matches!(fault.kind, FaultKind::HostSaturation | FaultKind::HostMemoryPressure) {
+                let (hosts, default) = if fault.kind == FaultKind::HostSaturation {
+                    (&mut self.starved, 0.02)
+                } else {
+                    (&mut self.pressed, 0.01)
+                };
                 if let Some(host) = &fault.select.host {
                     if starting {
-                        self.starved.insert(host.clone(), fault.latency_seconds.unwrap_or(0.02));
+                        hosts.insert(host.clone(), fault.latency_seconds.unwrap_or(default));
                     } else {
-                        self.starved.remove(host);
+                        hosts.remove(host);
                     }
                 }
                 continue;
             }
             for index in self.select(fault) {
                 match fault.kind {
-                    FaultKind::DcDegradation | FaultKind::LinkDegradation | FaultKind::HostSaturation => {}
+                    FaultKind::DcDegradation
+                    | FaultKind::LinkDegradation
+                    | FaultKind::HostSaturation
+                    | FaultKind::HostMemoryPressure => {}
                     FaultKind::SessionLoss => {
                         if !starting {
                             continue;
@@ -911,6 +945,9 @@ impl Fleet {
         if let Some((_, media)) = self.media.iter().find(|(at, _)| *at == index) {
             return State::Media(media);
         }
+        if let Some((_, node)) = self.nodes.iter().find(|(at, _)| *at == index) {
+            return State::Node(node);
+        }
         match self.redis.iter().find(|(at, _)| *at == index) {
             Some((_, redis)) => State::Redis(redis),
             None => State::Missing,
@@ -980,6 +1017,7 @@ pub(crate) enum State<'a> {
     Gateway(&'a Gateway),
     Voice(&'a Voice),
     Media(&'a Media),
+    Node(&'a crate::node::Node),
     Missing,
 }
 

@@ -18,6 +18,8 @@ pub enum Service {
     Voice,
     /// Media server: the voice-state service's RPC peer.
     Media,
+    /// A host's node_exporter (with the fleet's `node_exporter`): one per host.
+    Node,
 }
 
 impl Service {
@@ -31,6 +33,7 @@ impl Service {
             Service::Gateway => "gateway",
             Service::Voice => "voice",
             Service::Media => "media",
+            Service::Node => "node",
         }
     }
 }

@@ -132,7 +132,14 @@ fn compare_with_own(
         let path = shared(&format!("fixtures/exposition/{capture}"))?;
         real.push(families(&std::fs::read_to_string(path).unwrap()));
     }
-    let fleet = fleet("healthy", 120);
+    // With node_exporter on every host, so that the hosts' exporter is compared too (the
+    // other instances print the same either way: tested below).
+    let mut scenario = Scenario::load("healthy").unwrap();
+    scenario.fleet.node_exporter = true;
+    let mut fleet = Fleet::new(&scenario, START_MS);
+    for _ in 0..120 {
+        fleet.step();
+    }
     let index = fleet
         .instances()
         .iter()
@@ -207,6 +214,57 @@ fn the_jvm_backend_prints_what_micrometer_prints() {
     };
     // Jetty threads (6), HikariCP (9), GC pause (2), HTTP requests (2), process start/uptime.
     assert!(matched >= 18, "only {matched} families matched the captures");
+}
+
+/// Issue 18: the hosts' exporter prints node_exporter's names, types and label names, as
+/// its end-to-end fixture and a real scrape show them (every family it prints is in one).
+#[test]
+fn hosts_print_what_node_exporter_prints() {
+    let Some(matched) = compare(
+        Service::Node,
+        &[
+            "node_exporter/e2e-output-linux.prom",
+            "node_exporter/nri-prometheus-node-exporter-real-scrape.prom",
+        ],
+        &[],
+        &[],
+    ) else {
+        return;
+    };
+    // CPU, three pressure stalls, two meminfo, vmstat, load, disk, filesystem, six netdev,
+    // netstat, uname.
+    assert_eq!(matched, 18, "only {matched} families matched the captures");
+}
+
+/// node_exporter on every host adds one `node-<d>-<h>` per host after every other instance,
+/// and leaves every other instance's exposition exactly as it was (its noise has its own
+/// generator): turning it on does not move the fleet the confidence was fitted on.
+#[test]
+fn node_exporter_adds_one_instance_per_host_and_changes_nothing_else() {
+    let mut scenario = Scenario::load("redis-node-loss").unwrap();
+    let mut without = Fleet::new(&scenario, START_MS);
+    scenario.fleet.node_exporter = true;
+    let mut with = Fleet::new(&scenario, START_MS);
+    for _ in 0..300 {
+        without.step();
+        with.step();
+    }
+    let hosts = scenario.fleet.datacenters * scenario.fleet.hosts_per_datacenter;
+    assert_eq!(with.instances().len(), without.instances().len() + hosts);
+    for (index, instance) in without.instances().iter().enumerate() {
+        assert_eq!(&with.instances()[index], instance);
+        assert_eq!(with.render(index), without.render(index), "{}", instance.name);
+    }
+    let nodes = &with.instances()[without.instances().len()..];
+    assert_eq!(nodes[0].name, "node-1-1");
+    assert_eq!(nodes[0].host, "dc-1-host-1");
+    assert_eq!(
+        nodes[hosts - 1].name,
+        format!("node-3-{}", scenario.fleet.hosts_per_datacenter)
+    );
+    assert!(nodes.iter().all(|node| node.service == Service::Node));
+    let first = with.render(without.instances().len());
+    assert!(first.contains("nodename=\"dc-1-host-1\""), "{first}");
 }
 
 #[test]
@@ -287,7 +345,7 @@ fn scenario_mistakes_name_their_path() {
     // the physics cannot mean (a loss above 1, a negative latency, a storm that lowers traffic).
     assert_eq!(
         error("name: x\nfaults:\n  - {kind: node_loss, select: {instance: redis-1-1}, at: 1m, latency_seconds: 0.1}\n"),
-        "faults[0].latency_seconds: applies to slow_node, slow_database, dc_degradation, link_degradation, host_saturation only, not node_loss"
+        "faults[0].latency_seconds: applies to slow_node, slow_database, dc_degradation, link_degradation, host_saturation, host_memory_pressure only, not node_loss"
     );
     assert_eq!(
         error("name: x\nfaults:\n  - {kind: slow_node, select: {}, at: 1m, loss: 0.1}\n"),
