@@ -49,6 +49,9 @@ pub struct TargetState {
     warned_duplicates: bool,
     cache: FxHashMap<Box<[u8]>, CacheEntry>,
     synthetic: Option<Vec<Arc<Series>>>,
+    /// The host the target's exposition names (`node_uname_info{nodename}`), as the cached
+    /// series were placed with it ([`epicenter_store::rows::Placement::placed`]).
+    nodename: Option<String>,
     generation: u64,
     /// The Redis observer's connection and counters, for a `redis_observer` job.
     observer: crate::redis_observer::ObserverState,
@@ -306,7 +309,6 @@ impl Scraper {
             other => other,
         };
         let starved = matches!(body, Err(ScrapeError::Starved { .. }));
-        let target_placement = Placement::of(&target.labels, &context.placement);
         state.generation += 1;
         let generation = state.generation;
         let mut samples_scraped = 0;
@@ -328,6 +330,17 @@ impl Scraper {
             )
             .map_err(|error| ScrapeError::Parse(error.to_string()))?;
             samples_scraped = exposition.sample_count() as u64;
+            // A host's own exporter names the host: its series (and this target's scrapes)
+            // are placed on that name; when it changes, every cached series is placed anew.
+            if context.placement.host_from_uname {
+                let nodename = uname_nodename(&exposition);
+                if nodename != state.nodename {
+                    state.nodename = nodename;
+                    state.cache.clear();
+                    state.synthetic = None;
+                }
+            }
+            let nodename = state.nodename.as_deref();
             let mut rows = Vec::with_capacity(exposition.sample_count() + 5);
             let mut key = Vec::with_capacity(256);
             let mut limit_passed = false;
@@ -351,7 +364,7 @@ impl Scraper {
                             .iter()
                             .map(|label| (label.name.to_string(), label.value.to_string()))
                             .collect();
-                        let series = series_for(&sample.name, labels, target, job, context).map(Arc::new);
+                        let series = series_for(&sample.name, labels, target, job, context, nodename).map(Arc::new);
                         state.cache.insert(
                             key.clone().into_boxed_slice(),
                             CacheEntry {
@@ -466,6 +479,8 @@ impl Scraper {
         } else {
             state.cache.retain(|_, entry| entry.added != generation);
         }
+        let nodename = state.nodename.as_deref();
+        let target_placement = Placement::placed(&target.labels, &context.placement, nodename);
         let synthetic = state.synthetic.get_or_insert_with(|| {
             let mut labels = target.labels.clone();
             for (label, value) in &context.external_labels {
@@ -473,7 +488,14 @@ impl Scraper {
             }
             SYNTHETIC_SERIES
                 .iter()
-                .map(|name| Arc::new(Series::new(name.to_string(), labels.clone(), &context.placement)))
+                .map(|name| {
+                    Arc::new(Series::placed(
+                        name.to_string(),
+                        labels.clone(),
+                        &context.placement,
+                        nodename,
+                    ))
+                })
                 .collect()
         });
         let values = [
@@ -698,7 +720,14 @@ const SYNTHETIC_SERIES: [&str; 5] = [
 /// target's labels are attached first (`mutateSampleLabels`), then `metric_relabel_configs`
 /// run on the result (seeing the name as `__name__`, and `job`, `instance` and the target's
 /// other labels; `None` when they drop the series or its name), then the external labels.
-fn series_for(name: &str, labels: Labels, target: &Target, job: &Job, context: &ScrapeContext) -> Option<Series> {
+fn series_for(
+    name: &str,
+    labels: Labels,
+    target: &Target,
+    job: &Job,
+    context: &ScrapeContext,
+    nodename: Option<&str>,
+) -> Option<Series> {
     let mut labels = labels;
     attach_target_labels(&mut labels, &target.labels, job.config.honor_labels);
     let (name, mut labels) = if job.metric_relabel.is_empty() {
@@ -714,7 +743,24 @@ fn series_for(name: &str, labels: Labels, target: &Target, job: &Job, context: &
     }
     // A label with an empty value is no label (Prometheus's label builder drops them).
     labels.retain(|_, value| !value.is_empty());
-    Some(Series::new(name, labels, &context.placement))
+    Some(Series::placed(name, labels, &context.placement, nodename))
+}
+
+/// The `nodename` label of the exposition's `node_uname_info` (node_exporter's `uname`
+/// collector: the kernel's host name), if it has one. Looks at family names only, so a body
+/// without the family costs a comparison per family.
+fn uname_nodename(exposition: &crate::exposition::Exposition<'_>) -> Option<String> {
+    let family = exposition
+        .families
+        .iter()
+        .find(|family| family.name == "node_uname_info")?;
+    let sample = exposition.samples_of(family).first()?;
+    exposition
+        .labels_in(sample.labels)
+        .iter()
+        .find(|label| label.name == "nodename")
+        .map(|label| label.value.to_string())
+        .filter(|name| !name.is_empty())
 }
 
 /// Adds the target's labels to a series (Prometheus `mutateSampleLabels`): with

@@ -763,3 +763,79 @@ async fn a_target_held_back_records_every_slot_it_missed() {
         skipped.len()
     );
 }
+
+/// Issue 18's host join: a target whose body has node_exporter's `node_uname_info{nodename}`
+/// and no host label is placed on that nodename (every series and its scrape row), not on the
+/// host part of its address; a new nodename re-places every series at the next scrape; a host
+/// label on the target wins; `placement.host_from_uname: false` keeps the address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_uname_info_places_a_target_on_its_nodename() {
+    let body = Arc::new(std::sync::Mutex::new(String::new()));
+    let served = Arc::clone(&body);
+    let app = Router::new().route(
+        "/metrics",
+        get(move || {
+            let served = Arc::clone(&served);
+            async move { served.lock().unwrap().clone() }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let uname = |name: &str| {
+        format!("# TYPE node_load1 gauge\nnode_load1 0.5\n# TYPE node_uname_info gauge\nnode_uname_info{{machine=\"x86_64\",nodename=\"{name}\",sysname=\"Linux\"}} 1\n")
+    };
+    let hosts = |outcome: &ScrapeOutcome| -> std::collections::BTreeSet<String> {
+        outcome
+            .rows
+            .iter()
+            .map(|row| row.series.placement.host.clone())
+            .collect()
+    };
+    let yaml = |labels: &str| {
+        format!("scrape_configs:\n  - job_name: node\n    scrape_interval: 1s\n    scrape_timeout: 500ms\n    static_configs:\n      - targets: ['{address}']\n        labels: {{{labels}}}\n")
+    };
+    let job = jobs_from_yaml(&yaml("dc: dc-1")).unwrap().remove(0);
+    let (targets, _) = targets_for_job(&job);
+    let scraper = Scraper::new().unwrap();
+    let mut state = TargetState::default();
+
+    *body.lock().unwrap() = uname("web-7.dc-1");
+    let first = scraper.scrape(&targets[0], &job, &context(), &mut state).await;
+    assert!(first.report.up, "{:?}", first.report.error);
+    assert_eq!(first.rows.len(), 2 + 5);
+    assert_eq!(hosts(&first), ["web-7.dc-1".to_string()].into());
+    assert_eq!(first.report.placement.host, "web-7.dc-1");
+    // The same body again: the cached series keep the nodename.
+    let again = scraper.scrape(&targets[0], &job, &context(), &mut state).await;
+    assert_eq!(hosts(&again), ["web-7.dc-1".to_string()].into());
+    // Renamed (a reimaged machine): every series is placed anew.
+    *body.lock().unwrap() = uname("web-8.dc-1");
+    let renamed = scraper.scrape(&targets[0], &job, &context(), &mut state).await;
+    assert_eq!(hosts(&renamed), ["web-8.dc-1".to_string()].into());
+    assert_eq!(renamed.report.placement.host, "web-8.dc-1");
+    // Without node_uname_info the address's host, as before.
+    *body.lock().unwrap() = "# TYPE node_load1 gauge\nnode_load1 0.5\n".to_string();
+    let plain = scraper
+        .scrape(&targets[0], &job, &context(), &mut TargetState::default())
+        .await;
+    assert_eq!(hosts(&plain), ["127.0.0.1".to_string()].into());
+
+    // A host label on the target wins over the nodename.
+    *body.lock().unwrap() = uname("web-7.dc-1");
+    let labelled = jobs_from_yaml(&yaml("dc: dc-1, host: rack-4-slot-2"))
+        .unwrap()
+        .remove(0);
+    let (labelled_targets, _) = targets_for_job(&labelled);
+    let outcome = scraper
+        .scrape(&labelled_targets[0], &labelled, &context(), &mut TargetState::default())
+        .await;
+    assert_eq!(hosts(&outcome), ["rack-4-slot-2".to_string()].into());
+    // Turned off, the address's host.
+    let mut off = context();
+    off.placement.host_from_uname = false;
+    let outcome = scraper
+        .scrape(&targets[0], &job, &off, &mut TargetState::default())
+        .await;
+    assert_eq!(hosts(&outcome), ["127.0.0.1".to_string()].into());
+}

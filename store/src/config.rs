@@ -468,6 +468,11 @@ pub struct PlacementConfig {
     /// Default true.
     #[serde(default = "default_true")]
     pub host_from_instance: bool,
+    /// When a target's series have no host label and its exposition has
+    /// `node_uname_info{nodename="…"}` (node_exporter's `uname` collector), that nodename is
+    /// their host, before the host part of `instance`. Default true.
+    #[serde(default = "default_true")]
+    pub host_from_uname: bool,
 }
 
 impl Default for PlacementConfig {
@@ -478,6 +483,7 @@ impl Default for PlacementConfig {
             host_label: default_host_label(),
             service_label: default_service_label(),
             host_from_instance: true,
+            host_from_uname: true,
         }
     }
 }

@@ -60,6 +60,15 @@ impl Placement {
     /// (`host:port`, IPv6 brackets removed) when there is no host label and
     /// `placement.host_from_instance` is set.
     pub fn of(labels: &Labels, config: &PlacementConfig) -> Placement {
+        Placement::placed(labels, config, None)
+    }
+
+    /// [`Placement::of`] for a target whose exposition names the host it runs on
+    /// (`nodename`: node_exporter's `node_uname_info{nodename}`): without a host label, the
+    /// host is `nodename` when `placement.host_from_uname` is set, before the host part of
+    /// `instance`. So a host's node_exporter, scraped at its IP, and the containers a
+    /// relabeling placed on the node's name meet at the name.
+    pub fn placed(labels: &Labels, config: &PlacementConfig, nodename: Option<&str>) -> Placement {
         let get = |name: &str| labels.get(name).cloned().unwrap_or_default();
         let instance = labels
             .get(&config.instance_label)
@@ -68,6 +77,9 @@ impl Placement {
             .cloned()
             .unwrap_or_default();
         let mut host = get(&config.host_label);
+        if let Some(nodename) = nodename.filter(|name| host.is_empty() && config.host_from_uname && !name.is_empty()) {
+            host = nodename.to_string();
+        }
         if host.is_empty() && config.host_from_instance {
             if let Some(instance) = labels.get("instance") {
                 host = match instance.rsplit_once(':') {
@@ -106,8 +118,14 @@ pub struct Series {
 impl Series {
     /// Builds a series from its name and final labels: id, placement and encoding.
     pub fn new(name: String, labels: Labels, placement: &PlacementConfig) -> Series {
+        Series::placed(name, labels, placement, None)
+    }
+
+    /// [`Series::new`] on a target whose exposition names its host (`nodename`, see
+    /// [`Placement::placed`]).
+    pub fn placed(name: String, labels: Labels, placement: &PlacementConfig, nodename: Option<&str>) -> Series {
         let id = series_id(&name, &labels);
-        let placement = Placement::of(&labels, placement);
+        let placement = Placement::placed(&labels, placement, nodename);
         let encoded = rowbinary::series_columns(
             &name,
             &labels,
