@@ -100,11 +100,14 @@ enum Command {
     #[command(verbatim_doc_comment)]
     Eval(eval::EvalArgs),
 
-    /// Recompute anomalies and verdicts from stored samples, for a past period.
+    /// Recompute anomalies and verdicts from stored samples, for a past period: from
+    /// epicenter's store, or from a Prometheus server's samples (--prometheus).
     ///
     /// Examples:
     ///   epicenter replay --config epicenter.yml --from 2026-12-01T14:00:00Z --to 2026-12-01T14:30:00Z
     ///   epicenter replay --data ./demo-data --json
+    ///   epicenter replay --prometheus http://prometheus:9090 --config epicenter.yml \
+    ///       --from 2026-12-01T14:00:00Z --to 2026-12-01T16:00:00Z
     #[command(verbatim_doc_comment)]
     Replay(replay::ReplayArgs),
 

@@ -1,5 +1,6 @@
 //! `epicenter replay`: verdicts recomputed from stored samples for a past period (the method is
-//! `epicenter_eval::replay`: the same detector as live, round by round).
+//! `epicenter_eval::replay`: the same detector as live, round by round), from epicenter's
+//! store or from a Prometheus server (`--prometheus`, `epicenter_eval::prometheus`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,6 +33,19 @@ pub(crate) struct ReplayArgs {
     /// Print the verdict events as JSON lines instead of text.
     #[arg(long)]
     json: bool,
+
+    /// Read the samples from this Prometheus server's HTTP API (`http://prometheus:9090`)
+    /// instead of epicenter's store: the series the rules name, placed by --config's
+    /// `placement`; needs --from and --to. "What would epicenter have said about last
+    /// Tuesday?"
+    #[arg(long, value_name = "URL", requires_all = ["from", "to"])]
+    prometheus: Option<String>,
+
+    /// YAML with how to reach --prometheus: the HTTP keys of a scrape_config (`basic_auth`,
+    /// `authorization`, `bearer_token_file`, `oauth2`, `tls_config`), so no secret goes on the
+    /// command line.
+    #[arg(long, value_name = "FILE", requires = "prometheus")]
+    prometheus_config: Option<PathBuf>,
 }
 
 /// An RFC 3339 time as Unix milliseconds (a command-line value: clap names the flag and exits 2).
@@ -75,6 +89,14 @@ pub(crate) fn run(args: &ReplayArgs) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    if let (Some(url), Some(from), Some(to)) = (&args.prometheus, from, to) {
+        let events = match from_prometheus(url, args.prometheus_config.as_ref(), (from, to), &config, &rules) {
+            Ok(series) => series,
+            Err(code) => return code,
+        };
+        let events = epicenter_eval::replay::replay_batches(events, rules, config.detector.dependencies());
+        return print(&events, args.json);
+    }
     let (runtime, store) = match open_existing(&config) {
         Ok(opened) => opened,
         Err(code) => return code,
@@ -98,11 +120,71 @@ pub(crate) fn run(args: &ReplayArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    print(&events, args.json)
+}
+
+/// The samples the rules name between `from` and `to` (ms) on the Prometheus server at
+/// `url`, as batches placed by `config.placement`; progress on stderr. Errors are printed:
+/// exit 64 for a bad URL or settings file, 1 when the server cannot be read.
+fn from_prometheus(
+    url: &str,
+    settings: Option<&PathBuf>,
+    (from, to): (i64, i64),
+    config: &crate::config::Config,
+    rules: &[epicenter_detector::rules::Rule],
+) -> Result<Vec<epicenter_detector::live::Batch>, ExitCode> {
+    use epicenter_eval::prometheus::{HttpSettings, Source};
+    let settings = match settings {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|error| {
+                eprintln!("error: --prometheus-config {}: {error}", path.display());
+                ExitCode::from(EXIT_CONFIG)
+            })?;
+            HttpSettings::from_yaml(&text).map_err(|error| {
+                eprintln!("error: --prometheus-config {}: {error}", path.display());
+                ExitCode::from(EXIT_CONFIG)
+            })?
+        }
+        None => HttpSettings::default(),
+    };
+    let source = Source::new(url, &settings).map_err(|error| {
+        eprintln!("error: {error}");
+        ExitCode::from(EXIT_CONFIG)
+    })?;
+    let runtime = crate::open::runtime()?;
+    let mut metrics: Vec<String> = epicenter_detector::live::rule_metrics(rules).into_iter().collect();
+    metrics.sort();
+    // Half-hour windows: a day of a thousand-target fleet's rule series stays far under
+    // Prometheus's default query.max-samples (50 million) per query.
+    let window_ms = 30 * 60 * 1000;
+    let mut report = |progress: epicenter_eval::prometheus::Progress| {
+        eprintln!(
+            "replay: read {}/{} windows of {url}: {} series, {} samples",
+            progress.windows_read, progress.windows, progress.series, progress.samples
+        );
+    };
+    let series = runtime
+        .block_on(source.read(&metrics, (from, to), window_ms, &mut report))
+        .map_err(|error| {
+            eprintln!("error: reading {url}: {error}");
+            ExitCode::from(1)
+        })?;
+    if series.is_empty() {
+        eprintln!(
+            "replay: {url} holds none of the {} metrics the rules read in the period",
+            metrics.len()
+        );
+    }
+    Ok(epicenter_eval::prometheus::batches(series, &config.placement))
+}
+
+/// Prints verdict events as text or JSON lines; exit 0.
+fn print(events: &[epicenter_detector::VerdictEvent], json: bool) -> ExitCode {
     if events.is_empty() {
         eprintln!("replay: no verdict in the period");
     }
-    for event in &events {
-        if args.json {
+    for event in events {
+        if json {
             println!("{}", serde_json::to_string(event).unwrap_or_default());
         } else {
             let when = humantime::format_rfc3339_millis(

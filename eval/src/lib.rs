@@ -1,7 +1,8 @@
 //! epicenter's scoring: the detector judged on data with a known answer.
 //!
 //! **Enters:** scenarios (run headless on the simulated fleet, [`scenarios`]), datasets with
-//! ground truth (PetShop, [`petshop`]), stored samples ([`replay`]) and a demo run's ground
+//! ground truth (PetShop, [`petshop`]), stored samples ([`replay`]), a Prometheus server's
+//! samples ([`prometheus`], replayed the same way) and a demo run's ground
 //! truth and verdicts ([`demo`]). **Leaves:** scores (AC@k at host and datacenter level,
 //! Avg@5, time to detect, false verdicts, top-k recall, calibration), the printed report
 //! ([`report`]), verdict events, `ground_truth` rows. **Never:** tunes the detector: it calls
@@ -12,6 +13,7 @@
 pub mod demo;
 pub mod load;
 pub mod petshop;
+pub mod prometheus;
 pub mod replay;
 pub mod report;
 pub mod scenarios;

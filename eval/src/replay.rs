@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use epicenter_detector::engine::{Dependency, Detector, Settings};
 use epicenter_detector::follow::scrape_batches;
-use epicenter_detector::live::rule_metrics;
+use epicenter_detector::live::{rule_metrics, Batch};
 use epicenter_detector::rules::Rule;
 use epicenter_detector::{VerdictEvent, VerdictTracker};
 
@@ -28,7 +28,14 @@ pub fn samples_query(rules: &[Rule], from_ms: Option<i64>, to_ms: Option<i64>) -
 /// interval, and returns the verdict events. Errors name the row that is not such a row.
 pub fn replay(rows: &str, rules: Vec<Rule>, dependencies: Vec<Dependency>) -> Result<Vec<VerdictEvent>, String> {
     // One batch per (instance, time): one scrape, in time order.
-    let scrapes = scrape_batches(rows)?;
+    Ok(replay_batches(scrape_batches(rows)?, rules, dependencies))
+}
+
+/// Feeds `scrapes` (one batch per instance and sample time, in time order, as
+/// [`scrape_batches`] or [`crate::prometheus::batches`] make them) to a fresh detector, one
+/// round per scrape interval (the median gap between an instance's batches), and returns the
+/// verdict events.
+pub fn replay_batches(scrapes: Vec<Batch>, rules: Vec<Rule>, dependencies: Vec<Dependency>) -> Vec<VerdictEvent> {
     // The scrape interval: the median gap between one instance's scrapes (robust to jitter).
     let mut last: HashMap<&str, i64> = HashMap::new();
     let mut gaps = Vec::new();
@@ -40,7 +47,7 @@ pub fn replay(rows: &str, rules: Vec<Rule>, dependencies: Vec<Dependency>) -> Re
         }
     }
     if gaps.is_empty() {
-        return Ok(Vec::new());
+        return Vec::new();
     }
     gaps.sort_unstable();
     let interval = gaps[gaps.len() / 2];
@@ -48,7 +55,7 @@ pub fn replay(rows: &str, rules: Vec<Rule>, dependencies: Vec<Dependency>) -> Re
     let mut events = Vec::new();
     let mut tracker = VerdictTracker::default();
     let Some(first) = scrapes.first().map(|batch| batch.time_ms) else {
-        return Ok(events);
+        return events;
     };
     let mut boundary = first + interval;
     let mut latest = first;
@@ -65,5 +72,5 @@ pub fn replay(rows: &str, rules: Vec<Rule>, dependencies: Vec<Dependency>) -> Re
         detector.observe(batch.time_ms, &batch.instance, samples);
     }
     assess(&mut detector, latest, &mut events);
-    Ok(events)
+    events
 }

@@ -1,0 +1,395 @@
+//! Past incidents from an existing Prometheus (issue 18): the raw samples of the series the
+//! signal rules name, read through Prometheus's HTTP API, placed with epicenter's placement
+//! rules, one batch per instance and sample time, for [`crate::replay::replay_batches`] (the
+//! same detector as live and as `replay` on epicenter's own store).
+//!
+//! Each window of the period is one instant query of a range selector,
+//! `{__name__=~"<every rule metric>"}[<window>ms]` at the window's end (Prometheus HTTP API,
+//! `GET /api/v1/query`, result type `matrix`): a range selector returns the samples as
+//! scraped, at their own timestamps, where `/api/v1/query_range` would resample every series
+//! onto a step grid (a counter read at grid points moves its increases between rounds). A
+//! sample on a window's edge, which both windows return, is kept once. Staleness markers are
+//! not returned by the API and need no handling. The synthetic `up` is left out, as `replay`
+//! on epicenter's store leaves it out.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use epicenter_collector::auth::{AuthSettings, Authorization, BasicAuth, OAuth2, ScrapeAuth};
+use epicenter_config::{Problems, TlsConfig};
+use epicenter_detector::engine::InstanceInfo;
+use epicenter_detector::live::Batch;
+use epicenter_store::config::PlacementConfig;
+use epicenter_store::rows::Placement;
+use serde::Deserialize;
+
+/// How to reach the Prometheus server (`epicenter replay --prometheus-config FILE`): the HTTP
+/// keys of a `<scrape_config>`, with the same meaning and checks (one authentication at
+/// most; secrets inline or in files; files re-read when they change).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSettings {
+    /// HTTP Basic authentication.
+    #[serde(default)]
+    pub basic_auth: Option<BasicAuth>,
+    /// An `Authorization: <type> <credentials>` header.
+    #[serde(default)]
+    pub authorization: Option<Authorization>,
+    /// A file holding a bearer token.
+    #[serde(default)]
+    pub bearer_token_file: Option<PathBuf>,
+    /// OAuth 2.0 client credentials.
+    #[serde(default)]
+    pub oauth2: Option<OAuth2>,
+    /// TLS towards an `https://` server.
+    #[serde(default)]
+    pub tls_config: Option<TlsConfig>,
+}
+
+impl HttpSettings {
+    /// Parses `text` (YAML; empty is no setting). Errors name the key path, line and
+    /// column, and never repeat a value (it may be a secret).
+    pub fn from_yaml(text: &str) -> Result<HttpSettings, String> {
+        epicenter_config::from_yaml(text).map_err(|error| error.to_string())
+    }
+}
+
+/// One series as Prometheus returned it: its labels (`__name__` included) and its samples
+/// (ms since the epoch, value), in time order, each time once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawSeries {
+    /// Labels, `__name__` included.
+    pub labels: BTreeMap<String, String>,
+    /// (ms since the epoch, value), ascending.
+    pub samples: Vec<(i64, f64)>,
+}
+
+/// How far a read has come: windows read of all, series and samples so far.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    /// Windows read.
+    pub windows_read: usize,
+    /// Windows in the period.
+    pub windows: usize,
+    /// Distinct series so far.
+    pub series: usize,
+    /// Samples so far (after removing the edges two windows share).
+    pub samples: usize,
+}
+
+/// A Prometheus server to read from.
+pub struct Source {
+    base: String,
+    client: reqwest::Client,
+    auth: Option<ScrapeAuth>,
+}
+
+impl Source {
+    /// A source at `url` (`http://host:9090`, a path prefix allowed) with `settings`.
+    ///
+    /// # Errors
+    /// The URL is not `http://` or `https://`, or a setting is wrong (the key path and why:
+    /// two authentications, a TLS file that cannot be read).
+    pub fn new(url: &str, settings: &HttpSettings) -> Result<Source, String> {
+        let parsed = reqwest::Url::parse(url).map_err(|error| format!("--prometheus {url}: {error}"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(format!("--prometheus {url}: must be an http:// or https:// URL"));
+        }
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            return Err(
+                "--prometheus: put credentials in --prometheus-config (basic_auth), not in the URL".to_string(),
+            );
+        }
+        let mut problems = Problems::default();
+        let at = |key: &str| format!("--prometheus-config {key}");
+        let auth = ScrapeAuth::from_settings(
+            AuthSettings {
+                basic_auth: settings.basic_auth.as_ref(),
+                authorization: settings.authorization.as_ref(),
+                bearer_token: None,
+                bearer_token_file: settings.bearer_token_file.as_deref(),
+                oauth2: settings.oauth2.as_ref(),
+            },
+            &at,
+            &mut problems,
+        );
+        if let Some(problem) = problems.into_errors().into_iter().next() {
+            return Err(problem.to_string());
+        }
+        let client = epicenter_collector::client::http_client(settings.tls_config.as_ref())
+            .map_err(|error| format!("--prometheus-config tls_config: {error}"))?;
+        Ok(Source {
+            base: url.trim_end_matches('/').to_string(),
+            client,
+            auth,
+        })
+    }
+
+    /// The samples of every series named in `metrics` between `from_ms` and `to_ms` (ms since
+    /// the epoch, both included), read `window_ms` at a time; `progress` is told after each
+    /// window.
+    ///
+    /// # Errors
+    /// The server cannot be reached, answers with an error (its `error`, the HTTP status) or
+    /// with something that is not the API's JSON; a secret file cannot be read.
+    pub async fn read(
+        &self,
+        metrics: &[String],
+        (from_ms, to_ms): (i64, i64),
+        window_ms: i64,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Vec<RawSeries>, String> {
+        let window_ms = window_ms.max(1000);
+        let mut names: Vec<&str> = metrics
+            .iter()
+            .map(String::as_str)
+            .filter(|name| !name.is_empty())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let mut series: BTreeMap<BTreeMap<String, String>, BTreeMap<i64, f64>> = BTreeMap::new();
+        if names.is_empty() || to_ms < from_ms {
+            return Ok(Vec::new());
+        }
+        let selector = format!("{{__name__=~\"{}\"}}", names.join("|"));
+        let windows = ((to_ms - from_ms) / window_ms + 1) as usize;
+        let mut samples = 0;
+        for index in 0..windows {
+            let start = from_ms + index as i64 * window_ms;
+            let end = (start + window_ms).min(to_ms);
+            // The selector reaches back from `end` to `start`; the first window includes its
+            // start (later windows' starts were the previous window's end).
+            let query = format!("{selector}[{}ms]", (end - start).max(1));
+            for found in self.query(&query, end).await? {
+                let points = series.entry(found.labels).or_default();
+                for (time_ms, value) in found.samples {
+                    if (from_ms..=to_ms).contains(&time_ms) && points.insert(time_ms, value).is_none() {
+                        samples += 1;
+                    }
+                }
+            }
+            progress(Progress {
+                windows_read: index + 1,
+                windows,
+                series: series.len(),
+                samples,
+            });
+            if end >= to_ms {
+                break;
+            }
+        }
+        Ok(series
+            .into_iter()
+            .filter(|(_, points)| !points.is_empty())
+            .map(|(labels, points)| RawSeries {
+                labels,
+                samples: points.into_iter().collect(),
+            })
+            .collect())
+    }
+
+    /// One instant query at `time_ms`, whose result must be a matrix.
+    async fn query(&self, query: &str, time_ms: i64) -> Result<Vec<RawSeries>, String> {
+        let url = format!("{}/api/v1/query", self.base);
+        let time = format!("{}.{:03}", time_ms.div_euclid(1000), time_ms.rem_euclid(1000));
+        let mut request = self
+            .client
+            .get(&url)
+            .query(&[("query", query), ("time", time.as_str())]);
+        if let Some(auth) = &self.auth {
+            request = auth.apply(&self.client, request).await?;
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|error| format!("{url}: {}", epicenter_collector::client::describe_request_error(&error)))?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|error| format!("{url}: reading the answer: {error}"))?;
+        parse_matrix(&body).map_err(|error| format!("{url} (HTTP {status}): {error}"))
+    }
+}
+
+/// The series of a `/api/v1/query` answer whose result is a matrix (Prometheus HTTP API,
+/// "Range vectors": `{"status": "success", "data": {"resultType": "matrix", "result":
+/// [{"metric": {…}, "values": [[<seconds>, "<value>"], …]}]}}`; values are strings, `NaN` and
+/// `±Inf` included).
+///
+/// # Errors
+/// `status: error` (the server's `errorType` and `error`), another result type, or JSON that
+/// is not this shape.
+pub fn parse_matrix(body: &[u8]) -> Result<Vec<RawSeries>, String> {
+    #[derive(Deserialize)]
+    struct Answer {
+        status: String,
+        #[serde(default)]
+        data: Option<Data>,
+        #[serde(default, rename = "errorType")]
+        error_type: Option<String>,
+        #[serde(default)]
+        error: Option<String>,
+    }
+    #[derive(Deserialize)]
+    struct Data {
+        #[serde(rename = "resultType")]
+        result_type: String,
+        result: Vec<Item>,
+    }
+    #[derive(Deserialize)]
+    struct Item {
+        metric: BTreeMap<String, String>,
+        #[serde(default)]
+        values: Vec<(f64, String)>,
+    }
+    let answer: Answer = serde_json::from_slice(body).map_err(|error| {
+        let start = String::from_utf8_lossy(&body[..body.len().min(200)]).to_string();
+        format!("not the Prometheus API's JSON ({error}): {start}")
+    })?;
+    if answer.status != "success" {
+        return Err(format!(
+            "{}: {}",
+            answer.error_type.unwrap_or_else(|| answer.status.clone()),
+            answer.error.unwrap_or_default()
+        ));
+    }
+    let data = answer.data.ok_or("a success without `data`")?;
+    if data.result_type != "matrix" {
+        return Err(format!("expected a matrix, got a {}", data.result_type));
+    }
+    data.result
+        .into_iter()
+        .map(|item| {
+            let samples = item
+                .values
+                .into_iter()
+                .map(|(seconds, value)| {
+                    let value = value
+                        .parse::<f64>()
+                        .map_err(|_| format!("value {value:?} of {:?} is not a number", item.metric))?;
+                    Ok(((seconds * 1000.0).round() as i64, value))
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            Ok(RawSeries {
+                labels: item.metric,
+                samples,
+            })
+        })
+        .collect()
+}
+
+/// `series` as the detector takes them: one [`Batch`] per instance and sample time, in time
+/// order, each sample's instance, datacenter, host and service from its labels by `placement`
+/// (as the collector places what it scrapes), its metric the `__name__`. A series without a
+/// name or an instance is left out.
+pub fn batches(series: Vec<RawSeries>, placement: &PlacementConfig) -> Vec<Batch> {
+    let mut scrapes: BTreeMap<(i64, String), Batch> = BTreeMap::new();
+    for RawSeries { mut labels, samples } in series {
+        let Some(metric) = labels.remove("__name__") else {
+            continue;
+        };
+        let placed = Placement::of(&labels, placement);
+        if placed.instance.is_empty() {
+            continue;
+        }
+        for (time_ms, value) in samples {
+            scrapes
+                .entry((time_ms, placed.instance.clone()))
+                .or_insert_with(|| Batch {
+                    time_ms,
+                    instance: InstanceInfo {
+                        name: placed.instance.clone(),
+                        dc: placed.dc.clone(),
+                        host: placed.host.clone(),
+                        service: placed.service.clone(),
+                    },
+                    samples: Vec::new(),
+                    late: false,
+                })
+                .samples
+                .push((metric.clone(), labels.clone(), value));
+        }
+    }
+    scrapes.into_values().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_matrix_gives_its_series_and_an_error_names_the_server_s_reason() {
+        let body = br#"{"status":"success","data":{"resultType":"matrix","result":[
+            {"metric":{"__name__":"redis_up","pod":"redis-2-1","dc":"dc-2"},"values":[[1780000000.25,"1"],[1780000010.25,"0"]]},
+            {"metric":{"__name__":"q","pod":"a"},"values":[[1780000000,"NaN"],[1780000001,"+Inf"]]}]}}"#;
+        let series = parse_matrix(body).unwrap();
+        assert_eq!(series.len(), 2);
+        assert_eq!(series[0].samples, [(1_780_000_000_250, 1.0), (1_780_000_010_250, 0.0)]);
+        assert!(series[1].samples[0].1.is_nan());
+        assert_eq!(series[1].samples[1].1, f64::INFINITY);
+        let error =
+            parse_matrix(br#"{"status":"error","errorType":"bad_data","error":"parse error at char 3"}"#).unwrap_err();
+        assert_eq!(error, "bad_data: parse error at char 3");
+        let vector = parse_matrix(br#"{"status":"success","data":{"resultType":"vector","result":[]}}"#).unwrap_err();
+        assert_eq!(vector, "expected a matrix, got a vector");
+        assert!(parse_matrix(b"<html>502</html>")
+            .unwrap_err()
+            .starts_with("not the Prometheus API's JSON"));
+    }
+
+    #[test]
+    fn samples_are_placed_and_grouped_by_instance_and_time() {
+        let placement = PlacementConfig {
+            instance_label: "pod".into(),
+            ..PlacementConfig::default()
+        };
+        let labels = |name: &str, pod: &str| -> BTreeMap<String, String> {
+            [
+                ("__name__", name),
+                ("pod", pod),
+                ("dc", "dc-2"),
+                ("host", "dc-2-host-3"),
+                ("service", "redis"),
+                ("instance", "127.0.0.1:9121"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+        };
+        let series = vec![
+            RawSeries {
+                labels: labels("redis_up", "redis-2-1"),
+                samples: vec![(10_000, 1.0), (20_000, 0.0)],
+            },
+            RawSeries {
+                labels: labels("redis_connected_clients", "redis-2-1"),
+                samples: vec![(10_000, 64.0)],
+            },
+            RawSeries {
+                labels: labels("redis_up", "redis-2-2"),
+                samples: vec![(10_000, 1.0)],
+            },
+        ];
+        let batches = batches(series, &placement);
+        let keys: Vec<(i64, &str, usize)> = batches
+            .iter()
+            .map(|batch| (batch.time_ms, batch.instance.name.as_str(), batch.samples.len()))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                (10_000, "redis-2-1", 2),
+                (10_000, "redis-2-2", 1),
+                (20_000, "redis-2-1", 1)
+            ]
+        );
+        assert_eq!(batches[0].instance.host, "dc-2-host-3");
+        assert_eq!(batches[0].instance.service, "redis");
+        // The name is the metric, not a label.
+        assert!(batches[0]
+            .samples
+            .iter()
+            .all(|(_, labels, _)| !labels.contains_key("__name__")));
+    }
+}

@@ -1,0 +1,326 @@
+//! Issue 18: `epicenter replay --prometheus` against the real Prometheus 2.42 (Debian
+//! package). The seven shipped fault scenarios are run on the simulated fleet headless, an
+//! hour apart on one time line; every exporter's every sample, with the labels a scrape would attach (`job`,
+//! `instance`, and the file_sd labels `dc`, `host`, `service`, `pod`), is written as
+//! OpenMetrics and backfilled with `promtool tsdb create-blocks-from openmetrics`; Prometheus
+//! serves the blocks on 127.0.0.1. For each scenario, `replay --prometheus` over its ten
+//! minutes must name what `epicenter eval` names on the same scenario: the same kind,
+//! datacenter and first host, opened within one scrape interval of eval's time to detect.
+
+#![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use epicenter_collector::exposition::{parse, FormatChoice, ParseOptions, Validation};
+use epicenter_fleet::{Fleet, Scenario};
+
+mod common;
+use common::{free_port, require, spawn, wait_port, Guard};
+
+/// The scenarios, each started an hour after the one before, from this time (2026-05-28):
+/// every shipped one with a fault.
+const SCENARIOS: [&str; 7] = [
+    "redis-node-loss",
+    "redis-slow-node",
+    "backend-cold-start",
+    "db-pool-exhaustion",
+    "api-retry-storm",
+    "dc-network-degradation",
+    "zone-session-loss",
+];
+const FIRST_START_MS: i64 = 1_780_000_000_000;
+
+/// Series name → series labels (in OpenMetrics form) → (ms, value), of every scenario.
+type Samples = BTreeMap<String, BTreeMap<String, Vec<(i64, f64)>>>;
+
+/// Runs `scenario` from `start_ms` and adds what every exporter printed at every scrape.
+fn record(scenario: &Scenario, start_ms: i64, samples: &mut Samples) {
+    let mut fleet = Fleet::new(scenario, start_ms);
+    let interval = scenario.scrape_interval.0.as_secs();
+    let end = scenario.duration.0.as_secs();
+    let instances = fleet.instances().to_vec();
+    while fleet.second() < end {
+        fleet.step();
+        if fleet.second() % interval != 0 {
+            continue;
+        }
+        for (index, instance) in instances.iter().enumerate() {
+            let text = fleet.render(index);
+            let options = ParseOptions {
+                format: FormatChoice::Text,
+                validation: Validation::Prometheus,
+            };
+            let exposition = parse(text.as_bytes(), options).unwrap();
+            let target = [
+                ("job", "fleet".to_string()),
+                ("instance", format!("127.0.0.1:{}", 20_000 + index)),
+                ("dc", instance.dc.clone()),
+                ("host", instance.host.clone()),
+                ("service", instance.service.name().to_string()),
+                ("pod", instance.name.clone()),
+            ];
+            for sample in &exposition.samples {
+                let mut labels = exposition.label_map(sample);
+                for (name, value) in &target {
+                    labels.insert((*name).to_string(), value.clone());
+                }
+                let mut key = String::new();
+                for (name, value) in &labels {
+                    let value = value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+                    let _ = write!(key, "{}{name}=\"{value}\"", if key.is_empty() { "" } else { "," });
+                }
+                let time_ms = sample.timestamp_ms().unwrap_or(fleet.now_ms());
+                samples
+                    .entry(sample.name.to_string())
+                    .or_default()
+                    .entry(key)
+                    .or_default()
+                    .push((time_ms, sample.value));
+            }
+        }
+    }
+}
+
+/// `samples` as OpenMetrics text: one `unknown` family per series name (so no family's name
+/// has to differ from its samples', as a counter's `_total` would), timestamps in seconds.
+fn openmetrics(samples: &Samples) -> String {
+    let mut text = String::new();
+    for (name, series) in samples {
+        let _ = writeln!(text, "# TYPE {name} unknown");
+        for (labels, points) in series {
+            for (time_ms, value) in points {
+                let value = if value.is_nan() {
+                    "NaN".to_string()
+                } else if value.is_infinite() {
+                    if *value > 0.0 { "+Inf" } else { "-Inf" }.to_string()
+                } else {
+                    format!("{value}")
+                };
+                let _ = writeln!(
+                    text,
+                    "{name}{{{labels}}} {value} {}.{:03}",
+                    time_ms / 1000,
+                    time_ms % 1000
+                );
+            }
+        }
+    }
+    text.push_str("# EOF\n");
+    text
+}
+
+fn run(arguments: &[&str]) -> (String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(arguments)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert!(output.status.success(), "epicenter {arguments:?}: {stderr}");
+    (String::from_utf8_lossy(&output.stdout).to_string(), stderr)
+}
+
+fn rfc3339(ms: i64) -> String {
+    humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(ms as u64)).to_string()
+}
+
+#[test]
+fn replay_from_prometheus_names_what_eval_names() {
+    let Some(binaries) = require(&["prometheus", "promtool"]) else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("epicenter-replay-prometheus-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut samples = Samples::new();
+    let mut scenarios = Vec::new();
+    for (index, name) in SCENARIOS.iter().enumerate() {
+        let scenario = Scenario::load(name).unwrap();
+        let start_ms = FIRST_START_MS + index as i64 * 3_600_000;
+        record(&scenario, start_ms, &mut samples);
+        scenarios.push((scenario, start_ms));
+    }
+    let file = dir.join("fleet.om");
+    std::fs::write(&file, openmetrics(&samples)).unwrap();
+    let blocks = dir.join("tsdb");
+    let backfill = Command::new(&binaries[1])
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&file)
+        .arg(&blocks)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        backfill.status.success(),
+        "promtool: {}",
+        String::from_utf8_lossy(&backfill.stderr)
+    );
+    std::fs::write(dir.join("prometheus.yml"), "global: {scrape_interval: 1m}\n").unwrap();
+    let port = free_port();
+    let mut guard = Guard::default();
+    guard.keep(spawn(
+        Command::new(&binaries[0])
+            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+            .arg(format!("--storage.tsdb.path={}", blocks.display()))
+            // The blocks are months old: the default 15 days' retention would delete them.
+            .arg("--storage.tsdb.retention.time=100y")
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap()),
+    ));
+    assert!(wait_port(port, Duration::from_secs(60)), "prometheus did not start");
+    // The simulated fleet's placement and call graph, as the demo's configuration has them.
+    let config = dir.join("epicenter.yml");
+    std::fs::write(
+        &config,
+        "placement: {instance_label: pod}\ndetector:\n  dependencies:\n    - {caller: api, callee: backend, same_dc: true}\n    - {caller: backend, callee: redis}\n    - {caller: backend, callee: db, same_dc: true}\n    - {caller: gateway, callee: voice, same_dc: true}\n    - {caller: voice, callee: media, same_dc: true}\n",
+    )
+    .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    for (scenario, start_ms) in &scenarios {
+        let (report, _) = run(&["eval", "--json", &scenario.name]);
+        let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+        let incident = &report["scenarios"][0]["incidents"][0];
+        let truth = &report["scenarios"][0]["truth"][0];
+        let expected = &incident["verdict"];
+        assert!(
+            expected.is_object(),
+            "eval names nothing on {}: {report}",
+            scenario.name
+        );
+        let interval_ms = scenario.scrape_interval.0.as_millis() as i64;
+        let onset_offset_ms = truth["onset_ms"].as_i64().unwrap() - FIRST_START_MS;
+        let eval_detect_ms =
+            onset_offset_ms + (incident["intervals_to_detect"].as_f64().unwrap() * interval_ms as f64) as i64;
+
+        let end_ms = start_ms + scenario.duration.0.as_millis() as i64;
+        let (events, progress) = run(&[
+            "replay",
+            "--json",
+            "--config",
+            config.to_str().unwrap(),
+            "--prometheus",
+            &url,
+            "--from",
+            &rfc3339(*start_ms),
+            "--to",
+            &rfc3339(end_ms),
+        ]);
+        assert!(progress.contains("replay: read 1/1 windows"), "{progress}");
+        let opened: Vec<serde_json::Value> = events
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .filter(|event| event["state"] == "opened")
+            .collect();
+        eprintln!(
+            "{}: eval {} {} {} at +{} ms; replay opened {:?}",
+            scenario.name,
+            expected["kind"],
+            expected["dc"],
+            expected["hosts"][0],
+            eval_detect_ms,
+            opened
+                .iter()
+                .map(|event| format!(
+                    "{} {} {} at +{} ms",
+                    event["verdict"]["kind"],
+                    event["verdict"]["dc"],
+                    event["verdict"]["hosts"][0],
+                    event["time_ms"].as_i64().unwrap() - start_ms
+                ))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(opened.len(), 1, "{}: {events}", scenario.name);
+        let verdict = &opened[0]["verdict"];
+        assert_eq!(verdict["kind"], expected["kind"], "{}", scenario.name);
+        assert_eq!(verdict["dc"], expected["dc"], "{}", scenario.name);
+        assert_eq!(verdict["hosts"][0], expected["hosts"][0], "{}", scenario.name);
+        let replay_detect_ms = opened[0]["time_ms"].as_i64().unwrap() - start_ms;
+        assert!(
+            (replay_detect_ms - eval_detect_ms).abs() <= interval_ms,
+            "{}: replay opened at +{replay_detect_ms} ms, eval at +{eval_detect_ms} ms",
+            scenario.name
+        );
+    }
+    drop(guard);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--prometheus-config` authenticates as a scrape_config does: a server that wants HTTP
+/// Basic gets it (and answers), a wrong password is refused with the server's status named
+/// and the password never printed; a setting that is not a scrape_config key is named.
+#[test]
+fn replay_from_prometheus_authenticates_as_a_scrape_config_does() {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let wanted = {
+        use base64::Engine;
+        format!(
+            "authorization: basic {}",
+            base64::engine::general_purpose::STANDARD.encode("replayer:s3cret-pass")
+        )
+    };
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut authorized = false;
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|read| read > 0) && line != "\r\n" {
+                authorized |= line.trim().eq_ignore_ascii_case(&wanted);
+                line.clear();
+            }
+            let (status, body) = if authorized {
+                (
+                    "200 OK",
+                    r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#,
+                )
+            } else {
+                ("401 Unauthorized", "Unauthorized\n")
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let dir = std::env::temp_dir().join(format!("epicenter-replay-auth-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let replay = |password: &str, extra: &str| {
+        std::fs::write(dir.join("password"), password).unwrap();
+        let settings = dir.join("prometheus.yml");
+        std::fs::write(
+            &settings,
+            format!(
+                "basic_auth: {{username: replayer, password_file: {}}}\n{extra}",
+                dir.join("password").display()
+            ),
+        )
+        .unwrap();
+        Command::new(env!("CARGO_BIN_EXE_epicenter"))
+            .args(["replay", "--prometheus", &url, "--prometheus-config"])
+            .arg(&settings)
+            .args(["--from", "2026-05-28T20:00:00Z", "--to", "2026-05-28T20:10:00Z"])
+            .output()
+            .unwrap()
+    };
+    let right = replay("s3cret-pass\n", "");
+    let stderr = String::from_utf8_lossy(&right.stderr);
+    assert!(right.status.success(), "{stderr}");
+    assert!(stderr.contains("holds none of the"), "{stderr}");
+    let wrong = replay("guessed", "");
+    let stderr = String::from_utf8_lossy(&wrong.stderr);
+    assert_eq!(wrong.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("HTTP 401"), "{stderr}");
+    assert!(!stderr.contains("guessed") && !stderr.contains("s3cret"), "{stderr}");
+    let typo = replay("s3cret-pass", "bearer_tokn_file: /etc/token\n");
+    let stderr = String::from_utf8_lossy(&typo.stderr);
+    assert_eq!(typo.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("bearer_tokn_file"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
