@@ -101,7 +101,7 @@ pub struct Verdict {
     pub id: String,
     /// Failure kind (`node_loss`, `node_hang`, `slow_node`, `cold_start`, `pool_exhaustion`,
     /// `retry_storm`, `mailbox_overload`, `session_loss`, `host_saturation`,
-    /// `dc_degradation`, `link_degradation`, `unknown`).
+    /// `host_network`, `dc_degradation`, `link_degradation`, `unknown`).
     pub kind: String,
     /// Datacenter of the root cause (for a link, the end its leader is in).
     pub dc: String,
@@ -806,7 +806,7 @@ impl Detector {
             let kind = self.kind(&rest, &candidates);
             // A host's instances together are the evidence against the host.
             let mut evidence = leader.clone();
-            if kind.as_deref() == Some("host_saturation") {
+            if kind.as_deref().is_some_and(is_host_kind) {
                 let on_host = self.co_located(&rest, &candidates);
                 evidence.score = candidates
                     .iter()
@@ -825,7 +825,7 @@ impl Detector {
                 open.kind == verdict.kind
                     && !matches!(
                         open.kind.as_str(),
-                        "dc_degradation" | "link_degradation" | "host_saturation"
+                        "dc_degradation" | "link_degradation" | "host_saturation" | "host_network"
                     )
                     && open.service == leader.service
                     && open.dc == leader.dc
@@ -835,7 +835,7 @@ impl Detector {
             let host_of = |name: &String| self.instances.get(name).map(|info| info.host.as_str());
             let neighbour = open.iter().position(|incident| {
                 let open = &incident.verdict;
-                (host_may_explain(&open.kind) || open.kind == "host_saturation")
+                (host_may_explain(&open.kind) || is_host_kind(&open.kind))
                     && open.service != leader.service
                     && open
                         .instances
@@ -845,7 +845,11 @@ impl Detector {
             let joined = match (joined, neighbour) {
                 (None, Some(index)) if confirmed => {
                     let open = &mut open[index].verdict;
-                    open.kind = "host_saturation".to_string();
+                    open.kind = if is_host_kind(&verdict.kind) {
+                        verdict.kind.clone()
+                    } else {
+                        "host_saturation".to_string()
+                    };
                     open.service = "host".to_string();
                     open.instances
                         .retain(|name| host_of(name) == Some(leader.host.as_str()));
@@ -929,7 +933,7 @@ impl Detector {
             .all(|a| a.class == Class::Latency);
         // Latency at instances of two services on one host at once is not one process's
         // pause: a host's saturation confirms like any other fault.
-        let lone_latency = latency_only && kind != Some("host_saturation");
+        let lone_latency = latency_only && !kind.is_some_and(is_host_kind);
         let enough = if leader.score >= self.settings.min_score {
             rounds
                 >= self
@@ -951,7 +955,7 @@ impl Detector {
         let weak = self.settings.min_score * self.settings.weak_score;
         let open_instance = incident.verdict.instances.first().cloned().unwrap_or_default();
         // A host's saturation is led by whichever of its instances leads.
-        let open_host = (incident.verdict.kind == "host_saturation")
+        let open_host = is_host_kind(&incident.verdict.kind)
             .then(|| incident.verdict.hosts.first().cloned())
             .flatten();
         // A datacenter's or a link's degradation is led by any instance of its datacenters.
@@ -1091,7 +1095,7 @@ impl Detector {
                 .filter(|info| verdict.dcs.contains(&info.dc))
                 .map(|info| info.name.clone())
                 .collect()
-        } else if verdict.kind == "host_saturation" {
+        } else if is_host_kind(&verdict.kind) {
             self.instances
                 .values()
                 .filter(|info| verdict.hosts.contains(&info.host))
@@ -1195,10 +1199,10 @@ impl Detector {
         let has = |class: Class| own.iter().any(|a| a.class == class && a.peer.is_none());
         let roles = self.roles_of(&leader.instance);
         let is = |role: Role| roles.contains(&role);
-        if is(Role::Host) {
-            // The host's own exporter leads (steal, pressure stall, OOM kills): whatever runs on
-            // it suffers from it.
-            return Some("host_saturation".to_string());
+        if is(Role::Host) || is(Role::Network) {
+            // The host's own exporter leads (steal, pressure stall, OOM kills, retransmits):
+            // whatever runs on it suffers from it.
+            return Some(self.host_kind(anomalies, &leader.host).to_string());
         }
         let kind = if is(Role::Cache) {
             // The node's exporter could not even be scraped in time (`up` down, while a dead
@@ -1238,9 +1242,37 @@ impl Detector {
         };
         // A starved host slows what runs on it; it does not kill, restart or drop sessions.
         if host_may_explain(kind) && self.co_located(anomalies, candidates).len() >= 2 {
-            return Some("host_saturation".to_string());
+            return Some(self.host_kind(anomalies, &leader.host).to_string());
         }
         Some(kind.to_string())
+    }
+
+    /// The kind of a host's trouble: `host_network` when the host's own exporter (rules with
+    /// `role: host` or `role: network` on `host`) shows anomalies and every one of them is of
+    /// a `role: network` rule (interface errors and drops, TCP retransmits), else
+    /// `host_saturation` (CPU, memory, I/O; or no word from the host's exporter, only its
+    /// instances' slowness).
+    fn host_kind(&self, anomalies: &[Anomaly], host: &str) -> &'static str {
+        let mut roles = BTreeSet::new();
+        for anomaly in anomalies.iter().filter(|a| a.peer.is_none()) {
+            let on_host = self
+                .instances
+                .get(&anomaly.instance)
+                .is_some_and(|info| info.host == host);
+            if !on_host {
+                continue;
+            }
+            for rule in self.rules.iter().filter(|rule| rule.spec.metric == anomaly.metric) {
+                if let Some(role @ (Role::Host | Role::Network)) = rule.spec.role {
+                    roles.insert(role);
+                }
+            }
+        }
+        if roles.len() == 1 && roles.contains(&Role::Network) {
+            "host_network"
+        } else {
+            "host_saturation"
+        }
     }
 
     /// The leader's host's instances that suffer on their own, the leader first, when they
@@ -1264,7 +1296,10 @@ impl Detector {
         // own: the host says itself that it suffers (steal, stalls, OOM kills), whatever class.
         let host_says = |candidate: &Candidate| {
             candidate.host == leader.host
-                && self.roles_of(&candidate.instance).contains(&Role::Host)
+                && self
+                    .roles_of(&candidate.instance)
+                    .iter()
+                    .any(|role| matches!(role, Role::Host | Role::Network))
                 && anomalies
                     .iter()
                     .any(|a| a.peer.is_none() && a.instance == candidate.instance)
@@ -1416,7 +1451,7 @@ impl Detector {
                 .map(|c| c.instance.clone())
                 .collect();
             ("network".to_string(), at_either_end)
-        } else if kind == "host_saturation" {
+        } else if is_host_kind(&kind) {
             // Every strong candidate on the leader's host, and what the incident named there
             // while it is still a candidate.
             let mut on_host = self.co_located(anomalies, candidates);
@@ -1530,6 +1565,12 @@ fn tied(candidates: &[Candidate]) -> bool {
     }
 }
 
+/// Whether `kind` names a host rather than a service: `host_saturation` (a starved host: CPU,
+/// memory) or `host_network` (its network interface or TCP stack losing packets).
+fn is_host_kind(kind: &str) -> bool {
+    matches!(kind, "host_saturation" | "host_network")
+}
+
 /// Whether one instance's trouble of `kind` may be its host's: slowness, a hang, exhausted
 /// pools, a swollen mailbox, a surge of retries or trouble of no known kind, all of which a
 /// starved host (CPU steal, memory pressure) causes. A dead process (`node_loss`, whose own
@@ -1549,7 +1590,7 @@ fn host_may_explain(kind: &str) -> bool {
 /// other rename waits for a new verdict.
 fn sharpens(open: &str, new: &str) -> bool {
     (matches!(open, "slow_node" | "unknown") && matches!(new, "node_hang" | "node_loss"))
-        || (matches!(open, "slow_node" | "pool_exhaustion" | "unknown") && new == "host_saturation")
+        || (matches!(open, "slow_node" | "pool_exhaustion" | "unknown") && is_host_kind(new))
 }
 
 #[cfg(test)]
@@ -2018,6 +2059,63 @@ mod tests {
         let candidates = detector.rank(&callers);
         assert_eq!(candidates[0].instance, "r22");
         assert!(detector.co_located(&callers, &candidates).is_empty(), "{candidates:?}");
+    }
+
+    /// A host's own exporter (rules with `role: host` or `role: network`) speaks for its host:
+    /// leading, its host is named, `host_network` when all it shows is of `role: network`
+    /// rules (retransmits), `host_saturation` when anything else is in it (steal); beside a
+    /// slow backend on its host, it makes that backend's trouble the host's, with the backend
+    /// the only service suffering.
+    #[test]
+    fn a_host_s_own_exporter_names_the_host_and_the_kind_of_its_trouble() {
+        let rules = crate::rules::parse(
+            "signals:\n  - {metric: node_cpu_seconds_total, kind: counter, class: saturation, bad: up, match: {mode: steal}, floor: 0.05, role: host}\n  - {metric: node_netstat_Tcp_RetransSegs, kind: counter, class: errors, bad: up, floor: 5, role: network}\n",
+        )
+        .unwrap();
+        let mut detector = Detector::new(rules, Vec::new(), 10_000, Settings::default());
+        let steal_labels: BTreeMap<String, String> = [("cpu", "0"), ("mode", "steal")]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into();
+        detector.observe(
+            0,
+            &info("node-1", "dc-1", "h1", "node"),
+            [
+                ("node_cpu_seconds_total", steal_labels, 1.0),
+                ("node_netstat_Tcp_RetransSegs", BTreeMap::new(), 1.0),
+            ],
+        );
+        for (name, host) in [("b1", "h1"), ("b2", "h2"), ("b3", "h3")] {
+            detector.observe(0, &info(name, "dc-1", host, "backend"), Vec::new());
+        }
+        let of = |instance: &str, metric: &str, class: Class, score: f64| Anomaly {
+            metric: metric.into(),
+            score,
+            ..anomaly(instance, class, None, 0)
+        };
+        let retransmits = of("node-1", "node_netstat_Tcp_RetransSegs", Class::Errors, 40.0);
+        let steal = of("node-1", "node_cpu_seconds_total", Class::Saturation, 40.0);
+        let kind = |anomalies: &[Anomaly]| {
+            let candidates = detector.rank(anomalies);
+            (candidates[0].instance.clone(), detector.kind(anomalies, &candidates))
+        };
+        assert_eq!(
+            kind(std::slice::from_ref(&retransmits)),
+            ("node-1".into(), Some("host_network".into()))
+        );
+        assert_eq!(
+            kind(&[retransmits.clone(), steal.clone()]),
+            ("node-1".into(), Some("host_saturation".into()))
+        );
+        // A slow backend leads; its host's exporter reports steal: the host's trouble, though
+        // no second service on h1 suffers. Without the exporter's word it is the backend's.
+        let slow = of("b1", "m", Class::Latency, 200.0);
+        let mild_steal = of("node-1", "node_cpu_seconds_total", Class::Saturation, 6.0);
+        assert_eq!(
+            kind(&[slow.clone(), mild_steal]),
+            ("b1".into(), Some("host_saturation".into()))
+        );
+        assert_eq!(kind(&[slow.clone(), steal]).1, Some("host_saturation".into()));
+        assert_eq!(kind(&[slow]), ("b1".into(), Some("unknown".into())));
     }
 
     /// A dead Redis node's caller on the node's host, slower than its siblings (on a busy

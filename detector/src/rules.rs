@@ -76,6 +76,11 @@ pub enum Role {
     /// `host_saturation` when it leads or when it suffers beside the leader on the same host,
     /// naming the host rather than the services on it (issue 18).
     Host,
+    /// A host's network interface and TCP stack, as its own exporter reports them
+    /// (node_exporter's `netdev` and `netstat`: interface errors and drops, retransmitted
+    /// segments): `host_network` when these are all the host's exporter shows, else as
+    /// [`Role::Host`].
+    Network,
 }
 
 /// The label naming the peer a client series talks to.

@@ -153,12 +153,14 @@ pub struct ScenarioResult {
 /// Whether a verdict of kind `verdict` names a fault of kind `truth` (the simulator's fault
 /// kinds, docs/scenarios.md, "Faults"): the same name, except that a slow database shows as
 /// its callers' `pool_exhaustion`, and a session loss as the `mailbox_overload` it causes at
-/// the datacenter's voice-state supervisor (the table's good verdict), and a host's memory
-/// pressure as `host_saturation` (a starved host, whichever resource).
+/// the datacenter's voice-state supervisor (the table's good verdict), a host's memory
+/// pressure as `host_saturation` (a starved host, whichever resource), and a host's packet
+/// loss as `host_network`.
 pub fn kind_matches(truth: &str, verdict: &str) -> bool {
     match truth {
         "slow_database" => verdict == "pool_exhaustion",
         "host_memory_pressure" => verdict == "host_saturation",
+        "host_packet_loss" => verdict == "host_network",
         "session_loss" => matches!(verdict, "session_loss" | "mailbox_overload"),
         _ => truth == verdict,
     }

@@ -192,6 +192,9 @@ pub struct Fleet {
     starved: BTreeMap<String, f64>,
     /// Hosts short of memory: host name → extra seconds per operation (reclaim, swap).
     pressed: BTreeMap<String, f64>,
+    /// Hosts losing packets: host name → (extra seconds per call, fraction of calls failed,
+    /// fraction of packets lost).
+    lossy: BTreeMap<String, (f64, f64, f64)>,
     /// Each host's node_exporter, with the fleet's `node_exporter` (instance index, state).
     nodes: Vec<(usize, crate::node::Node)>,
     /// Which nodes the clients' ring holds (their topology view).
@@ -338,6 +341,7 @@ impl Fleet {
             degraded: Vec::new(),
             starved: BTreeMap::new(),
             pressed: BTreeMap::new(),
+            lossy: BTreeMap::new(),
             nodes,
             ring_view,
             shares,
@@ -403,6 +407,8 @@ impl Fleet {
             let index = self.api[slot].0;
             let dc = dc_number(&self.instances[index].dc);
             let (edge_latency, edge_loss) = self.degradation(dc, dc);
+            let (host_latency, host_loss) = self.host_link(index);
+            let (edge_latency, edge_loss) = (edge_latency + host_latency, edge_loss + host_loss);
             let error = (dc_error[dc] / dc_backends[dc].max(1.0) + edge_loss).min(1.0);
             let latency = dc_latency[dc] / dc_backends[dc].max(1.0) + 0.002 + edge_latency + self.steal(index);
             let noise = 1.0 + 0.03 * self.normal();
@@ -475,8 +481,28 @@ impl Fleet {
         for slot in 0..self.backend.len() {
             let index = self.backend[slot].0;
             let dc = dc_number(&self.instances[index].dc);
-            let edges: Vec<(f64, f64)> = node_dcs.iter().map(|&node_dc| self.degradation(dc, node_dc)).collect();
+            // Calls cross the network: a datacenter's or link's degradation, and packet loss at
+            // the host of either end.
+            let own_link = self.host_link(index);
+            let edges: Vec<(f64, f64)> = node_dcs
+                .iter()
+                .zip(&self.redis)
+                .map(|(&node_dc, (node, _))| {
+                    let (latency, loss) = self.degradation(dc, node_dc);
+                    let node_link = self.host_link(*node);
+                    (latency + own_link.0 + node_link.0, loss + own_link.1 + node_link.1)
+                })
+                .collect();
             let (db_edge_latency, db_edge_loss) = self.degradation(dc, dc);
+            let db_link = self
+                .db
+                .iter()
+                .find(|(at, _)| dc_number(&self.instances[*at].dc) == dc)
+                .map_or((0.0, 0.0), |(at, _)| self.host_link(*at));
+            let (db_edge_latency, db_edge_loss) = (
+                db_edge_latency + own_link.0 + db_link.0,
+                db_edge_loss + own_link.1 + db_link.1,
+            );
             let steal = self.steal(index);
             let noise = 1.0 + 0.03 * self.normal();
             let gc_draw = self.rng.random::<f64>();
@@ -609,6 +635,7 @@ impl Fleet {
             let trouble = crate::node::HostTrouble {
                 steal_seconds: self.starved.get(host).copied().unwrap_or(0.0),
                 memory_seconds: self.pressed.get(host).copied().unwrap_or(0.0),
+                packet_loss: self.lossy.get(host).map_or(0.0, |(_, _, lost)| *lost),
             };
             node.step(daily, trouble);
         }
@@ -715,6 +742,14 @@ impl Fleet {
             })
     }
 
+    /// Extra seconds and fraction failed of each call into or out of the instance at `index`:
+    /// its host's packet loss.
+    fn host_link(&self, index: usize) -> (f64, f64) {
+        self.lossy
+            .get(&self.instances[index].host)
+            .map_or((0.0, 0.0), |(latency, failed, _)| (*latency, *failed))
+    }
+
     /// Extra seconds per operation of the instance at `index`: its host's CPU steal and
     /// memory pressure.
     fn steal(&self, index: usize) -> f64 {
@@ -756,6 +791,18 @@ impl Fleet {
                 }
                 continue;
             }
+            if fault.kind == FaultKind::HostPacketLoss {
+                if let Some(host) = &fault.select.host {
+                    if starting {
+                        let lost = fault.loss.unwrap_or(0.02);
+                        let latency = fault.latency_seconds.unwrap_or(3.0 * lost * 0.2);
+                        self.lossy.insert(host.clone(), (latency, lost / 4.0, lost));
+                    } else {
+                        self.lossy.remove(host);
+                    }
+                }
+                continue;
+            }
             if matches!(fault.kind, FaultKind::HostSaturation | FaultKind::HostMemoryPressure) {
                 let (hosts, default) = if fault.kind == FaultKind::HostSaturation {
                     (&mut self.starved, 0.02)
@@ -776,7 +823,8 @@ impl Fleet {
                     FaultKind::DcDegradation
                     | FaultKind::LinkDegradation
                     | FaultKind::HostSaturation
-                    | FaultKind::HostMemoryPressure => {}
+                    | FaultKind::HostMemoryPressure
+                    | FaultKind::HostPacketLoss => {}
                     FaultKind::SessionLoss => {
                         if !starting {
                             continue;

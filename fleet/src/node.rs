@@ -15,7 +15,8 @@
 //!   towards 2 % with a 20 s time constant, and the OOM killer fires about once a minute
 //!   while it is under 5 % (`/proc/vmstat` `oom_kill`).
 //! - Network and disk: bytes and TCP retransmitted segments follow traffic; no interface
-//!   errors or drops on a healthy host.
+//!   errors or drops on a healthy host. A host losing packets counts the lost share of about
+//!   8,000 packets a second as receive errors and as retransmitted segments.
 //!
 //! Noise comes from the node's own ChaCha8 generator seeded from the scenario's seed, so a
 //! fleet with node_exporter serves every other instance exactly the samples it would serve
@@ -41,6 +42,8 @@ pub struct HostTrouble {
     pub steal_seconds: f64,
     /// Extra seconds per operation from reclaim and swap; any value above 0 is memory pressure.
     pub memory_seconds: f64,
+    /// Fraction of the packets its interface loses.
+    pub packet_loss: f64,
 }
 
 /// One host's kernel counters.
@@ -59,6 +62,7 @@ pub struct Node {
     disk_io: f64,
     rx_bytes: f64,
     tx_bytes: f64,
+    rx_errors: f64,
     retransmits: f64,
     rng: ChaCha8Rng,
 }
@@ -81,6 +85,7 @@ impl Node {
             disk_io: 0.0,
             rx_bytes: 0.0,
             tx_bytes: 0.0,
+            rx_errors: 0.0,
             retransmits: 0.0,
             rng: ChaCha8Rng::seed_from_u64(stream),
         }
@@ -141,7 +146,11 @@ impl Node {
         let traffic = daily * (1.0 + 0.05 * self.normal());
         self.rx_bytes += (6_000_000.0 * traffic).max(0.0);
         self.tx_bytes += (9_000_000.0 * traffic).max(0.0);
-        self.retransmits += (3.0 * traffic * (1.0 + 0.1 * self.normal())).max(0.0);
+        // About 8,000 packets a second each way: the lost ones are frames with errors on the
+        // way in, and segments TCP sends again on the way out.
+        let lost = 8_000.0 * traffic.max(0.0) * trouble.packet_loss;
+        self.rx_errors += lost;
+        self.retransmits += (3.0 * traffic * (1.0 + 0.1 * self.normal())).max(0.0) + lost;
     }
 
     /// node_exporter's families for this host now (text format 0.0.4 lines, each sample
@@ -255,7 +264,7 @@ impl Node {
             ),
             (
                 "node_network_receive_errs_total",
-                0.0,
+                self.rx_errors.floor(),
                 "Network device statistic receive_errs.",
             ),
             (
@@ -333,7 +342,7 @@ mod tests {
         let mut node = Node::new("dc-1-host-1", 7, 0);
         let trouble = HostTrouble {
             steal_seconds: 0.02,
-            memory_seconds: 0.0,
+            ..HostTrouble::default()
         };
         for _ in 0..100 {
             node.step(1.0, trouble);
@@ -359,8 +368,8 @@ mod tests {
         let healthy = value(&node.render(0), "node_memory_MemAvailable_bytes");
         assert!((healthy / MEMORY_BYTES - 0.45).abs() < 0.01, "{healthy}");
         let pressed = HostTrouble {
-            steal_seconds: 0.0,
             memory_seconds: 0.012,
+            ..HostTrouble::default()
         };
         for _ in 0..300 {
             node.step(1.0, pressed);
@@ -374,5 +383,31 @@ mod tests {
         // Half the time stalled on reclaim (12 ms extra on 12 ms of work), for 300 s.
         let stalled = value(&text, "node_pressure_memory_waiting_seconds_total");
         assert!((stalled - (360.0 * 0.0005 + 300.0 * 0.5)).abs() < 0.01, "{stalled}");
+    }
+
+    #[test]
+    fn a_lossy_interface_counts_receive_errors_and_retransmits() {
+        let mut node = Node::new("dc-1-host-1", 7, 0);
+        let lossy = HostTrouble {
+            packet_loss: 0.02,
+            ..HostTrouble::default()
+        };
+        for _ in 0..100 {
+            node.step(1.0, lossy);
+        }
+        let text = node.render(0);
+        // 2 % of 8,000 packets a second (× the traffic noise, ±5 %) for 100 s.
+        let errors = value(&text, "node_network_receive_errs_total{device=\"eth0\"}");
+        assert!((errors - 16_000.0).abs() < 16_000.0 * 0.02, "{errors}");
+        let retransmits = value(&text, "node_netstat_Tcp_RetransSegs");
+        assert!(
+            retransmits > errors && retransmits < errors + 400.0,
+            "{retransmits} {errors}"
+        );
+        let healthy = Node::new("dc-1-host-2", 7, 1);
+        assert_eq!(
+            value(&healthy.render(0), "node_network_receive_errs_total{device=\"eth0\"}"),
+            0.0
+        );
     }
 }

@@ -479,11 +479,20 @@ pub enum FaultKind {
     /// and I/O pressure stall rise, `node_vmstat_oom_kill` grows. Ground truth names the host;
     /// the verdict that names it is `host_saturation`.
     HostMemoryPressure,
+    /// One host's network interface loses `loss` of its packets (default 0.02: a bad cable
+    /// or NIC): every call into or out of an instance on it waits for retransmissions,
+    /// `latency_seconds` longer (default 3 segments × `loss` × the 200 ms minimum
+    /// retransmission timeout: 12 ms at 2 %), and `loss` / 4 of them fail (a client's deadline
+    /// passes first). The BEAM services are not touched. With the fleet's `node_exporter`,
+    /// the host reports it: receive errors (`node_network_receive_errs_total`) and
+    /// retransmitted segments (`node_netstat_Tcp_RetransSegs`) rise. The verdict that names it
+    /// is `host_network`.
+    HostPacketLoss,
 }
 
 impl FaultKind {
     /// Every kind, in the order docs/scenarios.md lists them.
-    pub const ALL: [FaultKind; 10] = [
+    pub const ALL: [FaultKind; 11] = [
         FaultKind::NodeLoss,
         FaultKind::SlowNode,
         FaultKind::ColdStart,
@@ -493,6 +502,7 @@ impl FaultKind {
         FaultKind::LinkDegradation,
         FaultKind::HostSaturation,
         FaultKind::HostMemoryPressure,
+        FaultKind::HostPacketLoss,
         FaultKind::SessionLoss,
     ];
 
@@ -508,6 +518,7 @@ impl FaultKind {
             FaultKind::LinkDegradation => "link_degradation",
             FaultKind::HostSaturation => "host_saturation",
             FaultKind::HostMemoryPressure => "host_memory_pressure",
+            FaultKind::HostPacketLoss => "host_packet_loss",
             FaultKind::SessionLoss => "session_loss",
         }
     }
@@ -522,7 +533,7 @@ impl FaultKind {
             FaultKind::SlowDatabase => "db",
             FaultKind::RetryStorm => "api",
             FaultKind::DcDegradation | FaultKind::LinkDegradation => "network",
-            FaultKind::HostSaturation | FaultKind::HostMemoryPressure => "host",
+            FaultKind::HostSaturation | FaultKind::HostMemoryPressure | FaultKind::HostPacketLoss => "host",
             FaultKind::SessionLoss => "gateway",
         }
     }
@@ -840,6 +851,7 @@ impl Scenario {
                         FaultKind::LinkDegradation,
                         FaultKind::HostSaturation,
                         FaultKind::HostMemoryPressure,
+                        FaultKind::HostPacketLoss,
                     ],
                     0.0,
                     3600.0,
@@ -855,7 +867,11 @@ impl Scenario {
                 (
                     "loss",
                     fault.loss,
-                    &[FaultKind::DcDegradation, FaultKind::LinkDegradation],
+                    &[
+                        FaultKind::DcDegradation,
+                        FaultKind::LinkDegradation,
+                        FaultKind::HostPacketLoss,
+                    ],
                     0.0,
                     1.0,
                 ),

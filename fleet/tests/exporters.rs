@@ -345,11 +345,11 @@ fn scenario_mistakes_name_their_path() {
     // the physics cannot mean (a loss above 1, a negative latency, a storm that lowers traffic).
     assert_eq!(
         error("name: x\nfaults:\n  - {kind: node_loss, select: {instance: redis-1-1}, at: 1m, latency_seconds: 0.1}\n"),
-        "faults[0].latency_seconds: applies to slow_node, slow_database, dc_degradation, link_degradation, host_saturation, host_memory_pressure only, not node_loss"
+        "faults[0].latency_seconds: applies to slow_node, slow_database, dc_degradation, link_degradation, host_saturation, host_memory_pressure, host_packet_loss only, not node_loss"
     );
     assert_eq!(
         error("name: x\nfaults:\n  - {kind: slow_node, select: {}, at: 1m, loss: 0.1}\n"),
-        "faults[0].loss: applies to dc_degradation, link_degradation only, not slow_node"
+        "faults[0].loss: applies to dc_degradation, link_degradation, host_packet_loss only, not slow_node"
     );
     assert_eq!(
         error("name: x\nfaults:\n  - {kind: dc_degradation, select: {dc: dc-1}, at: 1m, loss: 1.5}\n"),
