@@ -35,8 +35,8 @@ pub(crate) struct EvalArgs {
     rules: Option<std::path::PathBuf>,
 
     /// Also score N random scenarios (seeds SEED … SEED+N−1): 3–4 datacenters, one fault or
-    /// two overlapping ones of every kind but host_memory_pressure, mild to severe
-    /// (fleet/src/random.rs). With --random and no SCENARIO, only those are scored.
+    /// two overlapping ones of every kind but host_memory_pressure and host_packet_loss, mild
+    /// to severe (fleet/src/random.rs). With --random and no SCENARIO, only those are scored.
     #[arg(long, value_name = "N")]
     random: Option<u64>,
 

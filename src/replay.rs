@@ -90,12 +90,10 @@ pub(crate) fn run(args: &ReplayArgs) -> ExitCode {
         }
     };
     if let (Some(url), Some(from), Some(to)) = (&args.prometheus, from, to) {
-        let events = match from_prometheus(url, args.prometheus_config.as_ref(), (from, to), &config, &rules) {
-            Ok(series) => series,
-            Err(code) => return code,
+        return match from_prometheus(url, args.prometheus_config.as_ref(), (from, to), &config, rules) {
+            Ok(events) => print(&events, args.json),
+            Err(code) => code,
         };
-        let events = epicenter_eval::replay::replay_batches(events, rules, config.detector.dependencies());
-        return print(&events, args.json);
     }
     let (runtime, store) = match open_existing(&config) {
         Ok(opened) => opened,
@@ -123,17 +121,19 @@ pub(crate) fn run(args: &ReplayArgs) -> ExitCode {
     print(&events, args.json)
 }
 
-/// The samples the rules name between `from` and `to` (ms) on the Prometheus server at
-/// `url`, as batches placed by `config.placement`; progress on stderr. Errors are printed:
-/// exit 64 for a bad URL or settings file, 1 when the server cannot be read.
+/// The verdict events of replaying the samples the rules name between `from` and `to` (ms) on
+/// the Prometheus server at `url`, placed by `config.placement`, window by window (progress
+/// on stderr). Errors are printed: exit 64 for a bad URL or settings file (named), 1 when the
+/// server cannot be read.
 fn from_prometheus(
     url: &str,
     settings: Option<&PathBuf>,
     (from, to): (i64, i64),
     config: &crate::config::Config,
-    rules: &[epicenter_detector::rules::Rule],
-) -> Result<Vec<epicenter_detector::live::Batch>, ExitCode> {
-    use epicenter_eval::prometheus::{HttpSettings, Source};
+    rules: Vec<epicenter_detector::rules::Rule>,
+) -> Result<Vec<epicenter_detector::VerdictEvent>, ExitCode> {
+    use epicenter_eval::prometheus::{HttpSettings, Progress, RawSeries, Source};
+    let settings_path = settings;
     let settings = match settings {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|error| {
@@ -148,34 +148,41 @@ fn from_prometheus(
         None => HttpSettings::default(),
     };
     let source = Source::new(url, &settings).map_err(|error| {
-        eprintln!("error: {error}");
+        match settings_path {
+            Some(path) => eprintln!("error: {error} (in {})", path.display()),
+            None => eprintln!("error: {error}"),
+        }
         ExitCode::from(EXIT_CONFIG)
     })?;
     let runtime = crate::open::runtime()?;
-    let mut metrics: Vec<String> = epicenter_detector::live::rule_metrics(rules).into_iter().collect();
+    let mut metrics: Vec<String> = epicenter_detector::live::rule_metrics(&rules).into_iter().collect();
     metrics.sort();
     // Half-hour windows: a day of a thousand-target fleet's rule series stays far under
     // Prometheus's default query.max-samples (50 million) per query.
     let window_ms = 30 * 60 * 1000;
-    let mut report = |progress: epicenter_eval::prometheus::Progress| {
+    let mut replayer = epicenter_eval::replay::Replayer::new(rules, config.detector.dependencies());
+    let mut read = 0;
+    let mut each = |series: Vec<RawSeries>, progress: Progress| {
         eprintln!(
             "replay: read {}/{} windows of {url}: {} series, {} samples",
             progress.windows_read, progress.windows, progress.series, progress.samples
         );
+        read = progress.samples;
+        replayer.feed(epicenter_eval::prometheus::batches(series, &config.placement));
     };
-    let series = runtime
-        .block_on(source.read(&metrics, (from, to), window_ms, &mut report))
+    runtime
+        .block_on(source.read(&metrics, (from, to), window_ms, &mut each))
         .map_err(|error| {
             eprintln!("error: reading {url}: {error}");
             ExitCode::from(1)
         })?;
-    if series.is_empty() {
+    if read == 0 {
         eprintln!(
             "replay: {url} holds none of the {} metrics the rules read in the period",
             metrics.len()
         );
     }
-    Ok(epicenter_eval::prometheus::batches(series, &config.placement))
+    Ok(replayer.finish())
 }
 
 /// Prints verdict events as text or JSON lines; exit 0.

@@ -779,3 +779,52 @@ fn host_faults_are_named_at_host_level_with_the_hosts_own_exporter() {
         .unwrap();
     assert!((180..=200).contains(&second), "{first}");
 }
+
+/// Issue 18, from a review: node_exporter on every host must not turn the shipped faults into
+/// their hosts' trouble. The database's stalled disk shows in its host's exporter (disk busy,
+/// iowait, I/O stall) and is still the database's pool exhaustion; every other kind stays
+/// what it was, and nothing else opens.
+#[test]
+fn the_shipped_faults_keep_their_kinds_with_node_exporter_on_every_host() {
+    let dir = std::env::temp_dir().join(format!("epicenter-shipped-nodes-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_str().unwrap().to_string();
+        if path.extension().is_none_or(|extension| extension != "yml") || name == "healthy" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text = if text.contains("\nfleet:\n") {
+            text.replace("\nfleet:\n", "\nfleet:\n  node_exporter: true\n")
+        } else {
+            format!("{text}fleet: {{node_exporter: true}}\n")
+        };
+        let file = dir.join(format!("{name}.yml"));
+        std::fs::write(&file, text).unwrap();
+        files.push(file.to_str().unwrap().to_string());
+    }
+    assert_eq!(files.len(), 7, "{files:?}");
+    let arguments: Vec<&str> = files.iter().map(String::as_str).collect();
+    let report = eval(&arguments);
+    std::fs::remove_dir_all(&dir).unwrap();
+    for scenario in report["scenarios"].as_array().unwrap() {
+        assert_eq!(scenario["false_verdicts"].as_u64(), Some(0), "{scenario}");
+        // The ground truth names the hosts' exporters only for host and datacenter faults.
+        let truth = &scenario["truth"][0];
+        assert!(
+            truth["service"] == "network"
+                || truth["instances"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|name| !name.as_str().unwrap().starts_with("node-")),
+            "{truth}"
+        );
+        let incident = &scenario["incidents"][0];
+        assert_eq!(incident["kind_right"], true, "{scenario}");
+        assert_eq!(incident["epicenter"]["host_ac1"].as_f64(), Some(1.0), "{scenario}");
+    }
+}

@@ -332,7 +332,9 @@ impl Scraper {
             samples_scraped = exposition.sample_count() as u64;
             // A host's own exporter names the host: its series (and this target's scrapes)
             // are placed on that name; when it changes, every cached series is placed anew.
-            if context.placement.host_from_uname {
+            // Not through `honor_labels` (a federation or Pushgateway target carries many
+            // hosts' series, each with its own `instance`).
+            if context.placement.host_from_uname && !job.config.honor_labels {
                 let nodename = uname_nodename(&exposition);
                 if nodename != state.nodename {
                     state.nodename = nodename;
@@ -747,14 +749,17 @@ fn series_for(
 }
 
 /// The `nodename` label of the exposition's `node_uname_info` (node_exporter's `uname`
-/// collector: the kernel's host name), if it has one. Looks at family names only, so a body
-/// without the family costs a comparison per family.
+/// collector: the kernel's host name), when the family has exactly one sample (a body with
+/// several speaks for several hosts). Looks at family names only, so a body without the
+/// family costs a comparison per family.
 fn uname_nodename(exposition: &crate::exposition::Exposition<'_>) -> Option<String> {
     let family = exposition
         .families
         .iter()
         .find(|family| family.name == "node_uname_info")?;
-    let sample = exposition.samples_of(family).first()?;
+    let [sample] = exposition.samples_of(family) else {
+        return None;
+    };
     exposition
         .labels_in(sample.labels)
         .iter()
@@ -830,7 +835,9 @@ pub async fn run_target(
             return;
         }
         if let Some(previous) = previous {
-            for outcome in skipped_between(&target, &context, previous, scheduled, Instant::now(), now_ms()) {
+            let nodename = state.nodename.clone();
+            let slots = (previous, scheduled, Instant::now(), now_ms());
+            for outcome in skipped_between(&target, &context, nodename.as_deref(), slots) {
                 if out.send(outcome).await.is_err() {
                     return;
                 }
@@ -876,10 +883,8 @@ pub fn missed_slots(previous: Instant, next: Instant, interval: Duration) -> u64
 fn skipped_between(
     target: &Target,
     context: &ScrapeContext,
-    previous: Instant,
-    scheduled: Instant,
-    now: Instant,
-    wall_now_ms: i64,
+    nodename: Option<&str>,
+    (previous, scheduled, now, wall_now_ms): (Instant, Instant, Instant, i64),
 ) -> Vec<ScrapeOutcome> {
     let missed = missed_slots(previous, scheduled, target.interval);
     if missed == 0 {
@@ -893,7 +898,8 @@ fn skipped_between(
             let at = previous + target.interval * slot as u32;
             let wall_ms = wall_now_ms - now.saturating_duration_since(at).as_millis() as i64;
             let stands_for = if slot == rows { missed - rows + 1 } else { 1 };
-            skipped_outcome(target, context, context.clock.at(wall_ms), behind, stands_for)
+            let placement = Placement::placed(&target.labels, &context.placement, nodename);
+            skipped_outcome(target, placement, context.clock.at(wall_ms), behind, stands_for)
         })
         .collect();
     note_skipped(target, missed, behind);
@@ -928,10 +934,11 @@ fn note_skipped(target: &Target, missed: u64, behind: Duration) {
 /// The record of a scheduled scrape of `target` that never ran ([`ScrapeReport::skipped`]):
 /// no samples, `up` false, stamped `slot_ms` (ms since the epoch on the collector's clock),
 /// with an error giving how far behind the schedule epicenter was (`behind`) and, when
-/// `stands_for` > 1, how many slots the row stands for.
+/// `stands_for` > 1, how many slots the row stands for. `placement` is the target's (with the
+/// host its exporter named, [`Placement::placed`]).
 pub fn skipped_outcome(
     target: &Target,
-    context: &ScrapeContext,
+    placement: Placement,
     slot_ms: i64,
     behind: Duration,
     stands_for: u64,
@@ -951,7 +958,7 @@ pub fn skipped_outcome(
             timestamp_ms: slot_ms,
             job: target.job.clone(),
             instance: target.instance().to_string(),
-            placement: Placement::of(&target.labels, &context.placement),
+            placement,
             up: false,
             duration_seconds: 0.0,
             samples_scraped: 0,
@@ -1024,7 +1031,7 @@ mod tests {
         let previous = Instant::now();
         let scheduled = previous + interval * 1_501;
         let wall_ms = 1_700_000_000_000;
-        let outcomes = skipped_between(&target, &context, previous, scheduled, scheduled, wall_ms);
+        let outcomes = skipped_between(&target, &context, None, (previous, scheduled, scheduled, wall_ms));
         assert_eq!(outcomes.len() as u64, MAX_SKIPPED_ROWS);
         assert!(outcomes
             .iter()

@@ -838,4 +838,23 @@ async fn node_uname_info_places_a_target_on_its_nodename() {
         .scrape(&targets[0], &job, &off, &mut TargetState::default())
         .await;
     assert_eq!(hosts(&outcome), ["127.0.0.1".to_string()].into());
+    // A body speaking for several hosts (two nodenames: a federation, a Pushgateway) places
+    // nothing on either; neither does a job that honors the body's labels.
+    *body.lock().unwrap() = format!("{}node_uname_info{{nodename=\"beta\"}} 1\n", uname("alpha"));
+    let outcome = scraper
+        .scrape(&targets[0], &job, &context(), &mut TargetState::default())
+        .await;
+    assert!(outcome.report.up, "{:?}", outcome.report.error);
+    assert_eq!(hosts(&outcome), ["127.0.0.1".to_string()].into());
+    *body.lock().unwrap() = uname("alpha");
+    let honoring = jobs_from_yaml(&format!(
+        "scrape_configs:\n  - job_name: federate\n    honor_labels: true\n    static_configs:\n      - targets: ['{address}']\n"
+    ))
+    .unwrap()
+    .remove(0);
+    let (honoring_targets, _) = targets_for_job(&honoring);
+    let outcome = scraper
+        .scrape(&honoring_targets[0], &honoring, &context(), &mut TargetState::default())
+        .await;
+    assert_eq!(hosts(&outcome), ["127.0.0.1".to_string()].into());
 }

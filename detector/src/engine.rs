@@ -493,9 +493,15 @@ impl Detector {
         instance: &InstanceInfo,
         samples: impl IntoIterator<Item = (&'a str, BTreeMap<String, String>, f64)>,
     ) {
-        self.instances
-            .entry(instance.name.clone())
-            .or_insert_with(|| instance.clone());
+        // The latest placement holds: a target's host can be learnt after its first scrape
+        // (node_exporter's `node_uname_info`, a relabeling changed).
+        match self.instances.get_mut(&instance.name) {
+            Some(known) if known != instance => *known = instance.clone(),
+            Some(_) => {}
+            None => {
+                self.instances.insert(instance.name.clone(), instance.clone());
+            }
+        }
         self.last_seen.insert(instance.name.clone(), time_ms);
         let mut key = String::with_capacity(128);
         for (metric, labels, value) in samples {
@@ -1118,7 +1124,27 @@ impl Detector {
             );
             named
         } else {
-            verdict.instances.iter().cloned().collect()
+            // What the hosts of the instances it names report of themselves is part of it too
+            // (a database's stalled disk shows in its host's node_exporter): the hosts'
+            // exporters cannot lead an incident of their own beside it.
+            let mut named: BTreeSet<String> = verdict.instances.iter().cloned().collect();
+            let hosts: BTreeSet<&str> = named
+                .iter()
+                .filter_map(|name| self.instances.get(name))
+                .map(|info| info.host.as_str())
+                .collect();
+            named.extend(
+                self.instances
+                    .values()
+                    .filter(|info| hosts.contains(info.host.as_str()))
+                    .filter(|info| {
+                        self.roles_of(&info.name)
+                            .iter()
+                            .any(|role| matches!(role, Role::Host | Role::Network))
+                    })
+                    .map(|info| info.name.clone()),
+            );
+            named
         };
         let infos: Vec<&InstanceInfo> = named.iter().filter_map(|name| self.instances.get(name)).collect();
         let upstream = self.reach(&infos, edges, true, usize::MAX);
@@ -1199,9 +1225,10 @@ impl Detector {
         let has = |class: Class| own.iter().any(|a| a.class == class && a.peer.is_none());
         let roles = self.roles_of(&leader.instance);
         let is = |role: Role| roles.contains(&role);
-        if is(Role::Host) || is(Role::Network) {
-            // The host's own exporter leads (steal, pressure stall, OOM kills, retransmits):
-            // whatever runs on it suffers from it.
+        if (is(Role::Host) || is(Role::Network)) && !self.host_roles(anomalies, &leader.instance, i64::MAX).is_empty() {
+            // The host's own exporter leads on its own signals (steal, pressure stall, OOM
+            // kills, retransmits): whatever runs on it suffers from it. An exporter that only
+            // went unanswered (`up`) says nothing about its host.
             return Some(self.host_kind(anomalies, &leader.host).to_string());
         }
         let kind = if is(Role::Cache) {
@@ -1240,8 +1267,12 @@ impl Detector {
         } else {
             "unknown"
         };
-        // A starved host slows what runs on it; it does not kill, restart or drop sessions.
-        if host_may_explain(kind) && self.co_located(anomalies, candidates).len() >= 2 {
+        // A starved host slows what runs on it; it does not kill, restart or drop sessions. The
+        // host's exporter alone turns only trouble no rule gave a kind (`unknown`) into the
+        // host's: a database or cache whose own signals name it keeps its kind (a stalled disk
+        // under a database shows in node_exporter too, and is still that database's pools).
+        let exporter = kind == "unknown";
+        if host_may_explain(kind) && self.co_located_with(anomalies, candidates, exporter).len() >= 2 {
             return Some(self.host_kind(anomalies, &leader.host).to_string());
         }
         Some(kind.to_string())
@@ -1254,25 +1285,39 @@ impl Detector {
     /// instances' slowness).
     fn host_kind(&self, anomalies: &[Anomaly], host: &str) -> &'static str {
         let mut roles = BTreeSet::new();
-        for anomaly in anomalies.iter().filter(|a| a.peer.is_none()) {
-            let on_host = self
-                .instances
-                .get(&anomaly.instance)
-                .is_some_and(|info| info.host == host);
-            if !on_host {
-                continue;
-            }
-            for rule in self.rules.iter().filter(|rule| rule.spec.metric == anomaly.metric) {
-                if let Some(role @ (Role::Host | Role::Network)) = rule.spec.role {
-                    roles.insert(role);
-                }
-            }
+        let exporters: BTreeSet<&str> = anomalies
+            .iter()
+            .filter(|a| self.instances.get(&a.instance).is_some_and(|info| info.host == host))
+            .map(|a| a.instance.as_str())
+            .collect();
+        for exporter in exporters {
+            roles.extend(self.host_roles(anomalies, exporter, i64::MAX));
         }
         if roles.len() == 1 && roles.contains(&Role::Network) {
             "host_network"
         } else {
             "host_saturation"
         }
+    }
+
+    /// The roles (`host`, `network`) of the rules behind `instance`'s own anomalies of class
+    /// saturation or errors that began by `by_ms`: what a host's exporter says about its host
+    /// (its `up` and traffic say nothing). Empty for an instance that is no host's exporter.
+    fn host_roles(&self, anomalies: &[Anomaly], instance: &str, by_ms: i64) -> BTreeSet<Role> {
+        let mut roles = BTreeSet::new();
+        for anomaly in anomalies.iter().filter(|a| {
+            a.instance == instance
+                && a.peer.is_none()
+                && a.onset_ms <= by_ms
+                && matches!(a.class, Class::Saturation | Class::Errors)
+        }) {
+            for rule in self.rules.iter().filter(|rule| rule.spec.metric == anomaly.metric) {
+                if let Some(role @ (Role::Host | Role::Network)) = rule.spec.role {
+                    roles.insert(role);
+                }
+            }
+        }
+        roles
     }
 
     /// The leader's host's instances that suffer on their own, the leader first, when they
@@ -1283,28 +1328,29 @@ impl Detector {
     /// another instance on the host counts when its own strongest such anomaly is at least
     /// twice the strongest of any instance of its service in its datacenter: a caller that
     /// suffers like its siblings suffers from what they all call. The host's own exporter
-    /// (a rule with `role: host`, node_exporter) on that host counts with any anomaly of its
-    /// own, and as a second service: a host that reports its own steal or stalls needs only one
-    /// service suffering beside it, or none when it leads. Empty otherwise.
+    /// (rules with `role: host` or `role: network`, node_exporter) on that host counts, as a
+    /// second service, when its own signals ([`Detector::host_roles`]) began no later than an
+    /// interval after the leader's trouble: a host that reports its own steal or stalls needs
+    /// only one service suffering beside it, or none when it leads. Empty otherwise.
     fn co_located(&self, anomalies: &[Anomaly], candidates: &[Candidate]) -> Vec<String> {
+        self.co_located_with(anomalies, candidates, true)
+    }
+
+    /// [`Detector::co_located`], counting the host's exporter beside the leader only when
+    /// `exporter`.
+    fn co_located_with(&self, anomalies: &[Anomaly], candidates: &[Candidate], exporter: bool) -> Vec<String> {
         let Some(leader) = candidates.first() else {
             return Vec::new();
         };
         let trouble =
             |anomaly: &&Anomaly| matches!(anomaly.class, Class::Latency | Class::Errors | Class::Availability);
-        // The host's own exporter (role `host`) on the leader's host, with anomalies of its
-        // own: the host says itself that it suffers (steal, stalls, OOM kills), whatever class.
+        // The host's own exporter on the leader's host says itself that it suffers (steal,
+        // stalls, OOM kills, retransmits), from before the leader's trouble or with it.
+        let by_ms = leader.onset_ms.saturating_add(self.interval_ms);
         let host_says = |candidate: &Candidate| {
-            candidate.host == leader.host
-                && self
-                    .roles_of(&candidate.instance)
-                    .iter()
-                    .any(|role| matches!(role, Role::Host | Role::Network))
-                && anomalies
-                    .iter()
-                    .any(|a| a.peer.is_none() && a.instance == candidate.instance)
+            candidate.host == leader.host && !self.host_roles(anomalies, &candidate.instance, by_ms).is_empty()
         };
-        let leader_is_host = host_says(leader);
+        let leader_is_host = !self.host_roles(anomalies, &leader.instance, i64::MAX).is_empty();
         let leader_troubled = leader_is_host
             || anomalies.iter().filter(trouble).any(|a| {
                 (a.peer.is_none() && a.instance == leader.instance)
@@ -1335,7 +1381,7 @@ impl Detector {
             candidates
                 .iter()
                 .skip(1)
-                .filter(|c| c.host == leader.host && (stands_out(c) || host_says(c))),
+                .filter(|c| c.host == leader.host && (stands_out(c) || (exporter && host_says(c)))),
         );
         let services: BTreeSet<&str> = on_host.iter().map(|c| c.service.as_str()).collect();
         if services.len() >= 2 || leader_is_host {
@@ -2115,7 +2161,27 @@ mod tests {
             ("b1".into(), Some("host_saturation".into()))
         );
         assert_eq!(kind(&[slow.clone(), steal]).1, Some("host_saturation".into()));
-        assert_eq!(kind(&[slow]), ("b1".into(), Some("unknown".into())));
+        assert_eq!(kind(std::slice::from_ref(&slow)), ("b1".into(), Some("unknown".into())));
+        // The exporter's own steal began minutes after the backend's trouble: not its cause.
+        let late_steal = Anomaly {
+            onset_ms: 300_000,
+            ..of("node-1", "node_cpu_seconds_total", Class::Saturation, 6.0)
+        };
+        assert_eq!(kind(&[slow, late_steal]), ("b1".into(), Some("unknown".into())));
+        // An exporter that only went unanswered says nothing about its host.
+        let unanswered = of("node-1", "up", Class::Availability, 40.0);
+        assert_eq!(kind(&[unanswered]), ("node-1".into(), Some("unknown".into())));
+    }
+
+    /// An instance's placement is its latest batch's: a node_exporter whose first scrapes
+    /// failed (placed on its address) and then named its host moves to that host.
+    #[test]
+    fn an_instance_moves_to_the_host_its_latest_batch_names() {
+        let mut detector = Detector::new(Vec::new(), Vec::new(), 10_000, Settings::default());
+        detector.observe(0, &info("node-a", "dc-1", "10.0.0.7", "node"), Vec::new());
+        assert_eq!(detector.instances()["node-a"].host, "10.0.0.7");
+        detector.observe(10_000, &info("node-a", "dc-1", "web-7", "node"), Vec::new());
+        assert_eq!(detector.instances()["node-a"].host, "web-7");
     }
 
     /// A dead Redis node's caller on the node's host, slower than its siblings (on a busy

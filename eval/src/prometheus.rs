@@ -5,7 +5,7 @@
 //!
 //! Each window of the period is one instant query of a range selector,
 //! `{__name__=~"<every rule metric>"}[<window>ms]` at the window's end (Prometheus HTTP API,
-//! `GET /api/v1/query`, result type `matrix`): a range selector returns the samples as
+//! `POST /api/v1/query`, result type `matrix`): a range selector returns the samples as
 //! scraped, at their own timestamps, where `/api/v1/query_range` would resample every series
 //! onto a step grid (a counter read at grid points moves its increases between rounds). A
 //! sample on a window's edge, which both windows return, is kept once. Staleness markers are
@@ -100,6 +100,14 @@ impl Source {
                 "--prometheus: put credentials in --prometheus-config (basic_auth), not in the URL".to_string(),
             );
         }
+        // The API's path goes after the URL's; a query (a token, say) would go before it and
+        // be printed with every progress line.
+        if parsed.query().is_some() || parsed.fragment().is_some() {
+            return Err(
+                "--prometheus: the URL takes no query or fragment (a token belongs in --prometheus-config: authorization or bearer_token_file)"
+                    .to_string(),
+            );
+        }
         let mut problems = Problems::default();
         let at = |key: &str| format!("--prometheus-config {key}");
         let auth = ScrapeAuth::from_settings(
@@ -126,8 +134,9 @@ impl Source {
     }
 
     /// The samples of every series named in `metrics` between `from_ms` and `to_ms` (ms since
-    /// the epoch, both included), read `window_ms` at a time; `progress` is told after each
-    /// window.
+    /// the epoch, both included), read `window_ms` at a time: `each` gets every window's
+    /// series (each sample in one window only: a window holds `(start, end]`, the first one
+    /// its start too) and the progress so far, so a long period is never held whole.
     ///
     /// # Errors
     /// The server cannot be reached, answers with an error (its `error`, the HTTP status) or
@@ -137,65 +146,69 @@ impl Source {
         metrics: &[String],
         (from_ms, to_ms): (i64, i64),
         window_ms: i64,
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<Vec<RawSeries>, String> {
+        each: &mut dyn FnMut(Vec<RawSeries>, Progress),
+    ) -> Result<(), String> {
         let window_ms = window_ms.max(1000);
         let mut names: Vec<&str> = metrics
             .iter()
             .map(String::as_str)
-            .filter(|name| !name.is_empty())
+            // Without `up`: stamped at the scrape's time while a target's samples may carry
+            // times of their own (as `replay` on the store leaves it out).
+            .filter(|name| !name.is_empty() && !matches!(*name, "up" | "up_sum" | "up_count"))
             .collect();
         names.sort_unstable();
         names.dedup();
-        let mut series: BTreeMap<BTreeMap<String, String>, BTreeMap<i64, f64>> = BTreeMap::new();
         if names.is_empty() || to_ms < from_ms {
-            return Ok(Vec::new());
+            return Ok(());
         }
         let selector = format!("{{__name__=~\"{}\"}}", names.join("|"));
-        let windows = ((to_ms - from_ms) / window_ms + 1) as usize;
+        let windows = ((to_ms - from_ms).max(1) + window_ms - 1) as usize / window_ms as usize;
+        let mut seen: std::collections::HashSet<u64> = std::collections::HashSet::new();
         let mut samples = 0;
         for index in 0..windows {
             let start = from_ms + index as i64 * window_ms;
             let end = (start + window_ms).min(to_ms);
-            // The selector reaches back from `end` to `start`; the first window includes its
-            // start (later windows' starts were the previous window's end).
+            // The selector reaches back from `end` to `start`, both included (Prometheus 2);
+            // a sample on `start` belongs to the window before, except in the first.
             let query = format!("{selector}[{}ms]", (end - start).max(1));
-            for found in self.query(&query, end).await? {
-                let points = series.entry(found.labels).or_default();
-                for (time_ms, value) in found.samples {
-                    if (from_ms..=to_ms).contains(&time_ms) && points.insert(time_ms, value).is_none() {
-                        samples += 1;
-                    }
-                }
+            let mut found = self.query(&query, end).await?;
+            for series in &mut found {
+                series
+                    .samples
+                    .retain(|(time_ms, _)| *time_ms <= end && (*time_ms > start || (index == 0 && *time_ms >= start)));
+                series.samples.dedup_by_key(|(time_ms, _)| *time_ms);
             }
-            progress(Progress {
+            found.retain(|series| !series.samples.is_empty());
+            for series in &found {
+                let mut hash = std::hash::DefaultHasher::new();
+                std::hash::Hash::hash(&series.labels, &mut hash);
+                seen.insert(std::hash::Hasher::finish(&hash));
+                samples += series.samples.len();
+            }
+            let progress = Progress {
                 windows_read: index + 1,
                 windows,
-                series: series.len(),
+                series: seen.len(),
                 samples,
-            });
+            };
+            each(found, progress);
             if end >= to_ms {
                 break;
             }
         }
-        Ok(series
-            .into_iter()
-            .filter(|(_, points)| !points.is_empty())
-            .map(|(labels, points)| RawSeries {
-                labels,
-                samples: points.into_iter().collect(),
-            })
-            .collect())
+        Ok(())
     }
 
     /// One instant query at `time_ms`, whose result must be a matrix.
     async fn query(&self, query: &str, time_ms: i64) -> Result<Vec<RawSeries>, String> {
         let url = format!("{}/api/v1/query", self.base);
         let time = format!("{}.{:03}", time_ms.div_euclid(1000), time_ms.rem_euclid(1000));
+        // POSTed as a form (the API takes both): the selector names every rule metric, several
+        // KB that a proxy's URL limit could refuse.
         let mut request = self
             .client
-            .get(&url)
-            .query(&[("query", query), ("time", time.as_str())]);
+            .post(&url)
+            .form(&[("query", query), ("time", time.as_str())]);
         if let Some(auth) = &self.auth {
             request = auth.apply(&self.client, request).await?;
         }
@@ -336,6 +349,26 @@ mod tests {
         assert!(parse_matrix(b"<html>502</html>")
             .unwrap_err()
             .starts_with("not the Prometheus API's JSON"));
+    }
+
+    #[test]
+    fn a_url_with_credentials_a_query_or_another_scheme_is_refused() {
+        let settings = HttpSettings::default();
+        let refused = |url: &str| Source::new(url, &settings).err().unwrap_or_default();
+        assert!(Source::new("http://127.0.0.1:9090/prom", &settings).is_ok());
+        assert!(refused("ftp://127.0.0.1:9090").contains("http:// or https://"));
+        let query = refused("http://127.0.0.1:9090/?token=s3cret");
+        assert!(
+            query.contains("no query or fragment") && !query.contains("s3cret"),
+            "{query}"
+        );
+        let user = refused("http://admin:s3cret@127.0.0.1:9090");
+        assert!(user.contains("basic_auth") && !user.contains("s3cret"), "{user}");
+        let two = HttpSettings::from_yaml("basic_auth: {username: a, password: b}\nbearer_token_file: /t\n").unwrap();
+        assert!(Source::new("http://127.0.0.1:9090", &two)
+            .err()
+            .unwrap_or_default()
+            .contains("basic_auth"));
     }
 
     #[test]

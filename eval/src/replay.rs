@@ -36,10 +36,100 @@ pub fn replay(rows: &str, rules: Vec<Rule>, dependencies: Vec<Dependency>) -> Re
 /// round per scrape interval (the median gap between an instance's batches), and returns the
 /// verdict events.
 pub fn replay_batches(scrapes: Vec<Batch>, rules: Vec<Rule>, dependencies: Vec<Dependency>) -> Vec<VerdictEvent> {
-    // The scrape interval: the median gap between one instance's scrapes (robust to jitter).
+    let mut replayer = Replayer::new(rules, dependencies);
+    replayer.feed(scrapes);
+    replayer.finish()
+}
+
+/// A replay fed in pieces (one window of a long period at a time, so only that window is held
+/// in memory): [`Replayer::feed`] each piece's batches in time order, every piece after the
+/// one before, then [`Replayer::finish`]. The same rounds and events as [`replay_batches`] on
+/// the whole, once the scrape interval is known: it is the median gap between an instance's
+/// batches in the first piece that shows one (until then batches wait).
+pub struct Replayer {
+    rules: Vec<Rule>,
+    dependencies: Vec<Dependency>,
+    /// Batches fed before the interval was known.
+    waiting: Vec<Batch>,
+    running: Option<Running>,
+    events: Vec<VerdictEvent>,
+}
+
+struct Running {
+    detector: Detector,
+    tracker: VerdictTracker,
+    interval: i64,
+    boundary: i64,
+    latest: i64,
+}
+
+impl Replayer {
+    /// A replay with `rules` and service `dependencies`.
+    pub fn new(rules: Vec<Rule>, dependencies: Vec<Dependency>) -> Replayer {
+        Replayer {
+            rules,
+            dependencies,
+            waiting: Vec::new(),
+            running: None,
+            events: Vec::new(),
+        }
+    }
+
+    /// Takes the next batches (in time order, none before an earlier piece's).
+    pub fn feed(&mut self, batches: Vec<Batch>) {
+        if self.running.is_none() {
+            self.waiting.extend(batches);
+            let Some(interval) = median_gap(&self.waiting) else {
+                return;
+            };
+            let first = self.waiting.first().map_or(0, |batch| batch.time_ms);
+            let detector = Detector::new(
+                std::mem::take(&mut self.rules),
+                std::mem::take(&mut self.dependencies),
+                interval,
+                Settings::default(),
+            );
+            self.running = Some(Running {
+                detector,
+                tracker: VerdictTracker::default(),
+                interval,
+                boundary: first + interval,
+                latest: first,
+            });
+            let waiting = std::mem::take(&mut self.waiting);
+            self.feed(waiting);
+            return;
+        }
+        let Some(run) = self.running.as_mut() else {
+            return;
+        };
+        for batch in batches {
+            while batch.time_ms >= run.boundary {
+                self.events.extend(run.tracker.track(&run.detector.assess(run.latest)));
+                run.boundary += run.interval;
+            }
+            run.latest = run.latest.max(batch.time_ms);
+            let samples = batch.samples.iter().map(|(m, l, v)| (m.as_str(), l.clone(), *v));
+            run.detector.observe(batch.time_ms, &batch.instance, samples);
+        }
+    }
+
+    /// Judges the last round and returns every verdict event (none when no instance was seen
+    /// twice: no interval, no round).
+    pub fn finish(mut self) -> Vec<VerdictEvent> {
+        if let Some(run) = self.running.as_mut() {
+            self.events.extend(run.tracker.track(&run.detector.assess(run.latest)));
+        }
+        self.events
+    }
+}
+
+/// The scrape interval of `scrapes`: the median gap between one instance's scrapes (robust to
+/// jitter); `None` without two scrapes of one instance.
+fn median_gap(scrapes: &[Batch]) -> Option<i64> {
     let mut last: HashMap<&str, i64> = HashMap::new();
     let mut gaps = Vec::new();
-    for batch in &scrapes {
+    for batch in scrapes {
         if let Some(before) = last.insert(batch.instance.name.as_str(), batch.time_ms) {
             if batch.time_ms > before {
                 gaps.push(batch.time_ms - before);
@@ -47,30 +137,8 @@ pub fn replay_batches(scrapes: Vec<Batch>, rules: Vec<Rule>, dependencies: Vec<D
         }
     }
     if gaps.is_empty() {
-        return Vec::new();
+        return None;
     }
     gaps.sort_unstable();
-    let interval = gaps[gaps.len() / 2];
-    let mut detector = Detector::new(rules, dependencies, interval, Settings::default());
-    let mut events = Vec::new();
-    let mut tracker = VerdictTracker::default();
-    let Some(first) = scrapes.first().map(|batch| batch.time_ms) else {
-        return events;
-    };
-    let mut boundary = first + interval;
-    let mut latest = first;
-    let mut assess = |detector: &mut Detector, at: i64, events: &mut Vec<VerdictEvent>| {
-        events.extend(tracker.track(&detector.assess(at)));
-    };
-    for batch in scrapes {
-        while batch.time_ms >= boundary {
-            assess(&mut detector, latest, &mut events);
-            boundary += interval;
-        }
-        latest = latest.max(batch.time_ms);
-        let samples = batch.samples.iter().map(|(m, l, v)| (m.as_str(), l.clone(), *v));
-        detector.observe(batch.time_ms, &batch.instance, samples);
-    }
-    assess(&mut detector, latest, &mut events);
-    events
+    Some(gaps[gaps.len() / 2])
 }

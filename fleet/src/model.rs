@@ -630,12 +630,19 @@ impl Fleet {
             db.commits += db_commits[at];
         }
         self.step_beam(daily);
+        let stalled_disks: Vec<String> = self
+            .db
+            .iter()
+            .filter(|(_, db)| db.extra_latency > 0.0)
+            .map(|(index, _)| self.instances[*index].host.clone())
+            .collect();
         for (index, node) in &mut self.nodes {
             let host = &self.instances[*index].host;
             let trouble = crate::node::HostTrouble {
                 steal_seconds: self.starved.get(host).copied().unwrap_or(0.0),
                 memory_seconds: self.pressed.get(host).copied().unwrap_or(0.0),
                 packet_loss: self.lossy.get(host).map_or(0.0, |(_, _, lost)| *lost),
+                disk_stalled: stalled_disks.contains(host),
             };
             node.step(daily, trouble);
         }

@@ -14,6 +14,8 @@
 //! - Memory: `MemAvailable` holds near 45 % of [`MEMORY_BYTES`]; under memory pressure it falls
 //!   towards 2 % with a 20 s time constant, and the OOM killer fires about once a minute
 //!   while it is under 5 % (`/proc/vmstat` `oom_kill`).
+//! - A stalled disk (the fleet's `slow_database` on the host) is busy 95 % of the time, with
+//!   iowait at 30 % of each CPU and I/O pressure stall at 60 %.
 //! - Network and disk: bytes and TCP retransmitted segments follow traffic; no interface
 //!   errors or drops on a healthy host. A host losing packets counts the lost share of about
 //!   8,000 packets a second as receive errors and as retransmitted segments.
@@ -44,6 +46,8 @@ pub struct HostTrouble {
     pub memory_seconds: f64,
     /// Fraction of the packets its interface loses.
     pub packet_loss: f64,
+    /// Whether its disk stalls (a slow database on it: `slow_database` is a stalled disk).
+    pub disk_stalled: bool,
 }
 
 /// One host's kernel counters.
@@ -107,7 +111,7 @@ impl Node {
             let noise = 1.0 + 0.05 * self.normal();
             let user = (0.22 * daily * noise).clamp(0.0, 0.9) * (1.0 - steal);
             let system = 0.05 * daily * (1.0 - steal);
-            let iowait = 0.008 + 0.2 * reclaim;
+            let iowait = 0.008 + 0.2 * reclaim + if trouble.disk_stalled { 0.3 } else { 0.0 };
             let small = [0.004, 0.0, 0.002];
             let stolen = 0.002 + steal;
             let busy = user + system + iowait + stolen + small.iter().sum::<f64>();
@@ -122,8 +126,9 @@ impl Node {
         let noise = 1.0 + 0.1 * self.normal();
         self.psi_cpu += (0.01 * daily * noise).max(0.0) + 1.2 * steal;
         self.psi_memory += 0.0005 + reclaim;
-        self.psi_io += 0.004 + 0.5 * reclaim;
-        self.disk_io += 0.03 + 0.6 * reclaim;
+        let stalled = if trouble.disk_stalled { 1.0 } else { 0.0 };
+        self.psi_io += 0.004 + 0.5 * reclaim + 0.6 * stalled;
+        self.disk_io += (0.03 + 0.6 * reclaim).max(0.95 * stalled);
         let wanted = if pressed {
             MEMORY_BYTES * 0.02
         } else {

@@ -437,7 +437,7 @@ async fn openmetrics_is_served_when_asked_for_and_text_otherwise() {
 /// target's health as its last real scrape set it.
 #[tokio::test]
 async fn a_skipped_scrape_is_counted_and_leaves_target_health_alone() {
-    use epicenter_collector::scrape::{skipped_outcome, ScrapeContext};
+    use epicenter_collector::scrape::skipped_outcome;
     use epicenter_collector::targets::Target;
     let (_stop, no_notifiers) = watch::channel(false);
     let state = state(Notifiers::start(&[], AlertSource::default(), no_notifiers));
@@ -455,8 +455,8 @@ async fn a_skipped_scrape_is_counted_and_leaves_target_health_alone() {
         timeout: Duration::from_secs(10),
     };
     state.targets.add(&target);
-    let context = ScrapeContext::default();
-    let mut up = skipped_outcome(&target, &context, 1_780_000_000_000, Duration::ZERO, 1);
+    let placement = || epicenter_store::rows::Placement::of(&target.labels, &Default::default());
+    let mut up = skipped_outcome(&target, placement(), 1_780_000_000_000, Duration::ZERO, 1);
     up.report.skipped = false;
     up.report.up = true;
     up.report.error = None;
@@ -465,7 +465,7 @@ async fn a_skipped_scrape_is_counted_and_leaves_target_health_alone() {
     for slot in 1..=3 {
         let skipped = skipped_outcome(
             &target,
-            &context,
+            placement(),
             1_780_000_000_000 + slot * 10_000,
             Duration::from_secs(25),
             1,
