@@ -341,12 +341,20 @@ struct Scope {
     load: bool,
     /// Upstream instances that stand out among the upstream instances of their service.
     standing_out: BTreeSet<String>,
+    /// The hosts' own exporters under what a database or cache incident names, and until when
+    /// (ms) their anomalies may have begun to be its: a stalled disk under a slow database
+    /// shows in both at once. Later trouble of the host is its own.
+    host_exporters: (BTreeSet<String>, i64),
 }
 
 impl Scope {
     /// Whether `anomaly` is explained by the incident this scope belongs to.
     fn explains(&self, anomaly: &Anomaly) -> bool {
         if self.named.contains(&anomaly.instance) {
+            return true;
+        }
+        let (exporters, until_ms) = &self.host_exporters;
+        if anomaly.peer.is_none() && exporters.contains(&anomaly.instance) && anomaly.onset_ms <= *until_ms {
             return true;
         }
         let up = self.upstream.contains(&anomaly.instance) && !self.standing_out.contains(&anomaly.instance);
@@ -991,7 +999,10 @@ impl Detector {
         let kind = self.kind(anomalies, candidates);
         if !its_own(leader) {
             let confirmed = self.confirmed(anomalies, leader, rounds, kind.as_deref());
-            if !confirmed || own >= self.settings.min_score {
+            // A host's exporter whose stalls this incident explains does not take it over.
+            let exporter = !is_host_kind(&incident.verdict.kind)
+                && !self.host_roles(anomalies, &leader.instance, i64::MAX).is_empty();
+            if !confirmed || exporter || own >= self.settings.min_score {
                 return Self::fade(incident, own >= weak, self.settings.resolve_rounds);
             }
         }
@@ -1124,27 +1135,31 @@ impl Detector {
             );
             named
         } else {
-            // What the hosts of the instances it names report of themselves is part of it too
-            // (a database's stalled disk shows in its host's node_exporter): the hosts'
-            // exporters cannot lead an incident of their own beside it.
-            let mut named: BTreeSet<String> = verdict.instances.iter().cloned().collect();
+            verdict.instances.iter().cloned().collect()
+        };
+        // A slow database's or cache's host reports its stalled disk at the same time: those
+        // anomalies are the incident's (they neither open an incident of their own nor rename
+        // this one); what the host reports later is its own trouble.
+        let host_exporters = if matches!(verdict.kind.as_str(), "pool_exhaustion" | "slow_node") {
             let hosts: BTreeSet<&str> = named
                 .iter()
                 .filter_map(|name| self.instances.get(name))
                 .map(|info| info.host.as_str())
                 .collect();
-            named.extend(
-                self.instances
-                    .values()
-                    .filter(|info| hosts.contains(info.host.as_str()))
-                    .filter(|info| {
-                        self.roles_of(&info.name)
-                            .iter()
-                            .any(|role| matches!(role, Role::Host | Role::Network))
-                    })
-                    .map(|info| info.name.clone()),
-            );
-            named
+            let exporters = self
+                .instances
+                .values()
+                .filter(|info| hosts.contains(info.host.as_str()))
+                .filter(|info| {
+                    self.roles_of(&info.name)
+                        .iter()
+                        .any(|role| matches!(role, Role::Host | Role::Network))
+                })
+                .map(|info| info.name.clone())
+                .collect();
+            (exporters, verdict.onset_ms.saturating_add(self.interval_ms))
+        } else {
+            (BTreeSet::new(), i64::MIN)
         };
         let infos: Vec<&InstanceInfo> = named.iter().filter_map(|name| self.instances.get(name)).collect();
         let upstream = self.reach(&infos, edges, true, usize::MAX);
@@ -1203,6 +1218,7 @@ impl Detector {
             named,
             upstream,
             standing_out,
+            host_exporters,
         }
     }
 
@@ -1268,10 +1284,10 @@ impl Detector {
             "unknown"
         };
         // A starved host slows what runs on it; it does not kill, restart or drop sessions. The
-        // host's exporter alone turns only trouble no rule gave a kind (`unknown`) into the
-        // host's: a database or cache whose own signals name it keeps its kind (a stalled disk
-        // under a database shows in node_exporter too, and is still that database's pools).
-        let exporter = kind == "unknown";
+        // host's exporter beside the leader makes it the host's, except under a database: a
+        // stalled disk under a database shows in node_exporter too, and is still that
+        // database's pool exhaustion (its I/O and the host's CPU are not told apart yet).
+        let exporter = kind != "pool_exhaustion";
         if host_may_explain(kind) && self.co_located_with(anomalies, candidates, exporter).len() >= 2 {
             return Some(self.host_kind(anomalies, &leader.host).to_string());
         }
@@ -1346,7 +1362,19 @@ impl Detector {
             |anomaly: &&Anomaly| matches!(anomaly.class, Class::Latency | Class::Errors | Class::Availability);
         // The host's own exporter on the leader's host says itself that it suffers (steal,
         // stalls, OOM kills, retransmits), from before the leader's trouble or with it.
-        let by_ms = leader.onset_ms.saturating_add(self.interval_ms);
+        // From the leader's trouble (its own or its callers' slowness, errors or loss towards
+        // it), not from any older anomaly of it (a traffic change an hour before).
+        let trouble_onset = anomalies
+            .iter()
+            .filter(trouble)
+            .filter(|a| {
+                (a.peer.is_none() && a.instance == leader.instance)
+                    || a.peer.as_deref() == Some(leader.instance.as_str())
+            })
+            .map(|a| a.onset_ms)
+            .min()
+            .unwrap_or(leader.onset_ms);
+        let by_ms = trouble_onset.saturating_add(self.interval_ms);
         let host_says = |candidate: &Candidate| {
             candidate.host == leader.host && !self.host_roles(anomalies, &candidate.instance, by_ms).is_empty()
         };

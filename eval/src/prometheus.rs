@@ -170,7 +170,8 @@ impl Source {
             let end = (start + window_ms).min(to_ms);
             // The selector reaches back from `end` to `start`, both included (Prometheus 2);
             // a sample on `start` belongs to the window before, except in the first.
-            let query = format!("{selector}[{}ms]", (end - start).max(1));
+            // One millisecond more: Prometheus 3 leaves the range's start out.
+            let query = format!("{selector}[{}ms]", (end - start).max(1) + 1);
             let mut found = self.query(&query, end).await?;
             for series in &mut found {
                 series

@@ -79,25 +79,9 @@ impl Replayer {
     pub fn feed(&mut self, batches: Vec<Batch>) {
         if self.running.is_none() {
             self.waiting.extend(batches);
-            let Some(interval) = median_gap(&self.waiting) else {
-                return;
-            };
-            let first = self.waiting.first().map_or(0, |batch| batch.time_ms);
-            let detector = Detector::new(
-                std::mem::take(&mut self.rules),
-                std::mem::take(&mut self.dependencies),
-                interval,
-                Settings::default(),
-            );
-            self.running = Some(Running {
-                detector,
-                tracker: VerdictTracker::default(),
-                interval,
-                boundary: first + interval,
-                latest: first,
-            });
             let waiting = std::mem::take(&mut self.waiting);
-            self.feed(waiting);
+            // Enough gaps that one slow job's first scrapes do not set the interval.
+            self.start(waiting, MIN_GAPS);
             return;
         }
         let Some(run) = self.running.as_mut() else {
@@ -114,9 +98,38 @@ impl Replayer {
         }
     }
 
+    /// Starts the detector once `waiting` shows `min_gaps` gaps (else keeps waiting), and
+    /// replays `waiting` through it.
+    fn start(&mut self, waiting: Vec<Batch>, min_gaps: usize) {
+        let Some(interval) = median_gap(&waiting, min_gaps) else {
+            self.waiting = waiting;
+            return;
+        };
+        let first = waiting.first().map_or(0, |batch| batch.time_ms);
+        let detector = Detector::new(
+            std::mem::take(&mut self.rules),
+            std::mem::take(&mut self.dependencies),
+            interval,
+            Settings::default(),
+        );
+        self.running = Some(Running {
+            detector,
+            tracker: VerdictTracker::default(),
+            interval,
+            boundary: first + interval,
+            latest: first,
+        });
+        self.feed(waiting);
+    }
+
     /// Judges the last round and returns every verdict event (none when no instance was seen
     /// twice: no interval, no round).
     pub fn finish(mut self) -> Vec<VerdictEvent> {
+        if self.running.is_none() && median_gap(&self.waiting, 1).is_some() {
+            // Fewer gaps than wanted in the whole replay: take what there is.
+            let waiting = std::mem::take(&mut self.waiting);
+            self.start(waiting, 1);
+        }
         if let Some(run) = self.running.as_mut() {
             self.events.extend(run.tracker.track(&run.detector.assess(run.latest)));
         }
@@ -124,9 +137,12 @@ impl Replayer {
     }
 }
 
+/// Gaps between an instance's scrapes a replay waits for before it fixes the interval.
+const MIN_GAPS: usize = 16;
+
 /// The scrape interval of `scrapes`: the median gap between one instance's scrapes (robust to
-/// jitter); `None` without two scrapes of one instance.
-fn median_gap(scrapes: &[Batch]) -> Option<i64> {
+/// jitter); `None` with fewer than `min_gaps` gaps.
+fn median_gap(scrapes: &[Batch], min_gaps: usize) -> Option<i64> {
     let mut last: HashMap<&str, i64> = HashMap::new();
     let mut gaps = Vec::new();
     for batch in scrapes {
@@ -136,7 +152,7 @@ fn median_gap(scrapes: &[Batch]) -> Option<i64> {
             }
         }
     }
-    if gaps.is_empty() {
+    if gaps.len() < min_gaps.max(1) {
         return None;
     }
     gaps.sort_unstable();
