@@ -975,10 +975,15 @@ impl Detector {
         // A datacenter's or a link's degradation is led by any instance of its datacenters.
         let network = matches!(incident.verdict.kind.as_str(), "dc_degradation" | "link_degradation");
         let open_dcs = incident.verdict.dcs.clone();
+        // A deploy names every restarted instance it took in: any of them leading is the
+        // deploy's own evidence (the real JVM deploy test saw the second host take the
+        // incident over and rename it `unknown` once its restart evidence had faded).
+        let deploy = (incident.verdict.kind == "cold_start").then(|| incident.verdict.instances.clone());
         let its_own = |candidate: &Candidate| {
             candidate.instance == open_instance
                 || open_host.as_ref() == Some(&candidate.host)
                 || (network && open_dcs.contains(&candidate.dc))
+                || deploy.as_ref().is_some_and(|named| named.contains(&candidate.instance))
         };
         let own = candidates
             .iter()
