@@ -1305,15 +1305,8 @@ impl Detector {
     /// `host_saturation` (CPU, memory, I/O; or no word from the host's exporter, only its
     /// instances' slowness).
     fn host_kind(&self, anomalies: &[Anomaly], host: &str) -> &'static str {
-        let mut roles = BTreeSet::new();
-        let exporters: BTreeSet<&str> = anomalies
-            .iter()
-            .filter(|a| self.instances.get(&a.instance).is_some_and(|info| info.host == host))
-            .map(|a| a.instance.as_str())
-            .collect();
-        for exporter in exporters {
-            roles.extend(self.host_roles(anomalies, exporter, i64::MAX));
-        }
+        let on_host = |name: &str| self.instances.get(name).is_some_and(|info| info.host == host);
+        let roles = self.exporter_roles(anomalies, &on_host, i64::MAX);
         if roles.len() == 1 && roles.contains(&Role::Network) {
             "host_network"
         } else {
@@ -1325,12 +1318,17 @@ impl Detector {
     /// saturation or errors that began by `by_ms`: what a host's exporter says about its host
     /// (its `up` and traffic say nothing). Empty for an instance that is no host's exporter.
     fn host_roles(&self, anomalies: &[Anomaly], instance: &str, by_ms: i64) -> BTreeSet<Role> {
+        self.exporter_roles(anomalies, &|name| name == instance, by_ms)
+    }
+
+    /// [`Detector::host_roles`] over every instance `of` accepts.
+    fn exporter_roles(&self, anomalies: &[Anomaly], of: &dyn Fn(&str) -> bool, by_ms: i64) -> BTreeSet<Role> {
         let mut roles = BTreeSet::new();
         for anomaly in anomalies.iter().filter(|a| {
-            a.instance == instance
-                && a.peer.is_none()
+            a.peer.is_none()
                 && a.onset_ms <= by_ms
                 && matches!(a.class, Class::Saturation | Class::Errors)
+                && of(&a.instance)
         }) {
             for rule in self.rules.iter().filter(|rule| rule.spec.metric == anomaly.metric) {
                 if let Some(role @ (Role::Host | Role::Network)) = rule.spec.role {

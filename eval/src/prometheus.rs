@@ -177,7 +177,6 @@ impl Source {
                 series
                     .samples
                     .retain(|(time_ms, _)| *time_ms <= end && (*time_ms > start || (index == 0 && *time_ms >= start)));
-                series.samples.dedup_by_key(|(time_ms, _)| *time_ms);
             }
             found.retain(|series| !series.samples.is_empty());
             for series in &found {
