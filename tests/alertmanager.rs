@@ -21,8 +21,8 @@ use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use common::{
-    epicenter_log, free_port, get_json, get_text, port_for_a_later_bind, receive_on, receiver, require,
-    start_alertmanager, start_epicenter, start_fleet, Guard,
+    epicenter_log, free_port, get_json, get_text, receive_on, receiver, require, start_alertmanager, start_epicenter,
+    start_fleet, Guard,
 };
 
 #[test]
@@ -176,7 +176,7 @@ fn a_receiver_down_for_a_minute_loses_nothing_and_delays_no_verdict() {
     let dir = std::env::temp_dir().join(format!("epicenter-outage-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let hook_port = port_for_a_later_bind();
+    let hook_port = free_port();
     let mut guard = Guard::default();
     let targets = dir.join("targets.json");
     let server = format!("127.0.0.1:{}", free_port());

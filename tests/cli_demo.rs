@@ -353,11 +353,7 @@ fn run_serves_the_live_verdict_over_http() {
         .unwrap();
     let mut guard = Guard(vec![fleet]);
     assert!(wait_for_targets(&targets), "no targets file");
-    let server = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let server = format!("127.0.0.1:{}", common::free_port());
     let config = dir.join("run.yml");
     std::fs::write(
         &config,

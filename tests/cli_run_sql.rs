@@ -10,6 +10,8 @@
 
 #![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::Command;
@@ -162,14 +164,8 @@ fn run_scrapes_into_the_embedded_store_and_sql_reads_it() {
         return;
     }
     let live = serve(BODY);
-    let dead = {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().to_string()
-    };
-    let server = {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().to_string()
-    };
+    let dead = format!("127.0.0.1:{}", common::free_port());
+    let server = format!("127.0.0.1:{}", common::free_port());
     let dir = scratch("epicenter-run");
     let config = dir.join("epicenter.yml");
     std::fs::write(
@@ -307,10 +303,7 @@ fn file_sd_targets_are_scraped_and_a_changed_file_is_picked_up() {
     }
     let first = serve(BODY);
     let second = serve(BODY);
-    let server = {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().to_string()
-    };
+    let server = format!("127.0.0.1:{}", common::free_port());
     let dir = scratch("epicenter-file-sd-run");
     let targets_file = dir.join("backends.json");
     std::fs::write(
@@ -377,11 +370,7 @@ fn scratch(name: &str) -> std::path::PathBuf {
 /// Writes a config scraping `targets` (host:port list) every 300 ms into `dir/data`; returns
 /// it and the address of epicenter's own server.
 fn write_config(dir: &std::path::Path, targets: &[&str], extra: &str) -> (std::path::PathBuf, String) {
-    let server = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let server = format!("127.0.0.1:{}", common::free_port());
     let list: Vec<String> = targets.iter().map(|target| format!("'{target}'")).collect();
     let config = dir.join("epicenter.yml");
     std::fs::write(

@@ -29,10 +29,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{
-    epicenter_log, free_port, get_text, port_for_a_later_bind, require, signal, start_epicenter, wait_port, Guard,
-    Signal,
-};
+use common::{epicenter_log, free_port, get_text, require, signal, start_epicenter, wait_port, Guard, Signal};
 
 /// Samples in each target response.
 const SAMPLES_PER_SCRAPE: u64 = 50;
@@ -166,7 +163,7 @@ struct Proxy {
 
 impl Proxy {
     fn start(backend: u16) -> Proxy {
-        let port = port_for_a_later_bind();
+        let port = free_port();
         let mode = Arc::new(Mutex::new(Mode::Pass));
         let fates = Arc::new(Mutex::new(std::collections::BTreeMap::new()));
         let seed = std::time::SystemTime::now()

@@ -70,18 +70,15 @@ pub(crate) fn loadgen() -> PathBuf {
     binary
 }
 
-/// A port nothing listens on now.
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// A port below the kernel's ephemeral range (`net.ipv4.ip_local_port_range`) that nothing is
-/// bound to now, for a server that stays down a while and then binds it: a port from
-/// `free_port` lies inside that range, so any outgoing connection (a scrape, a client) may take
-/// it as its local port meanwhile and the late bind fails with "Address already in use".
-/// Candidates start at a point drawn from the clock and process id, so that tests running at
-/// once rarely try the same ones.
-pub(crate) fn port_for_a_later_bind() -> u16 {
+/// bound to now, for a server started after this returns. A port the kernel hands out for
+/// port 0 lies inside that range, and so does every local port of an outgoing connection: in
+/// the time a child takes to start, a simulated fleet binding its instances' ports (the quiet
+/// run's 5,000, a demo's hundred) or a scrape's connection may take it, and the child's bind
+/// then fails while the test talks to whatever took it (seen in the fault tests: a fleet's
+/// 404 where ClickHouse should answer). Candidates start at a point drawn from the clock and
+/// process id, so that tests running at once rarely try the same ones.
+pub(crate) fn free_port() -> u16 {
     let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
