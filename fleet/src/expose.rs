@@ -5,63 +5,15 @@
 //! Spring's `http_server_requests` with percentile histograms on), redis_exporter for the
 //! Redis nodes, and client_python's conventions for the API tier.
 
-use std::fmt::Write;
-
+use crate::instrument::{self, ByStatus, Peers};
 use crate::model::{Fleet, State, API_BUCKETS, BACKEND_BUCKETS};
+use crate::scenario::{ApiInstrumentation, BackendInstrumentation, Mesh};
+use crate::text::Out;
 use crate::topology::{fnv1a, Service};
 
 /// Commons-pool2 `factoryType` of Lettuce's pooled connections.
 const FACTORY_TYPE: &str =
     "io.lettuce.core.support.ConnectionPoolSupport$RedisPooledObjectFactory<io.lettuce.core.api.StatefulRedisConnection>";
-
-struct Out {
-    text: String,
-    timestamp_ms: i64,
-}
-
-impl Out {
-    fn family(&mut self, name: &str, kind: &str, help: &str) {
-        let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    }
-
-    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
-        self.text.push_str(name);
-        if !labels.is_empty() {
-            self.text.push('{');
-            for (position, (label, text)) in labels.iter().enumerate() {
-                if position > 0 {
-                    self.text.push(',');
-                }
-                let _ = write!(self.text, "{label}=\"{}\"", escape(text));
-            }
-            self.text.push('}');
-        }
-        let _ = writeln!(self.text, " {} {}", number(value), self.timestamp_ms);
-    }
-
-    fn histogram(
-        &mut self,
-        name: &str,
-        labels: &[(&str, &str)],
-        bounds: &[f64],
-        buckets: &[f64],
-        count: f64,
-        sum: f64,
-    ) {
-        let bucket_name = format!("{name}_bucket");
-        for (bound, cumulative) in bounds.iter().zip(buckets) {
-            let le = number(*bound);
-            let mut with_le = labels.to_vec();
-            with_le.push(("le", &le));
-            self.sample(&bucket_name, &with_le, cumulative.floor().min(count.floor()));
-        }
-        let mut infinite = labels.to_vec();
-        infinite.push(("le", "+Inf"));
-        self.sample(&bucket_name, &infinite, count.floor());
-        self.sample(&format!("{name}_count"), labels, count.floor());
-        self.sample(&format!("{name}_sum"), labels, sum);
-    }
-}
 
 /// The BEAM runtime's own families, as prometheus.erl 4.11 names them.
 fn beam_vm(out: &mut Out, processes: f64, run_queue: f64, process_bytes: f64, reductions: f64) {
@@ -102,19 +54,18 @@ fn beam_vm(out: &mut Out, processes: f64, run_queue: f64, process_bytes: f64, re
     out.sample("erlang_vm_memory_bytes_total", &[("kind", "system")], 110_000_000.0);
 }
 
-fn escape(text: &str) -> String {
-    text.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
-}
-
-fn number(value: f64) -> String {
-    if value.is_finite() {
-        format!("{value}")
-    } else if value.is_nan() {
-        "NaN".to_string()
-    } else if value > 0.0 {
-        "+Inf".to_string()
-    } else {
-        "-Inf".to_string()
+/// The inbound metrics of `mesh`'s sidecar beside an instance of workload `destination`
+/// called by `source`, if there is one.
+fn sidecar(out: &mut Out, mesh: Mesh, source: &str, destination: &str, bounds: &[f64], by_status: &[ByStatus]) {
+    let peers = Peers {
+        source,
+        destination,
+        namespace: "prod",
+    };
+    match mesh {
+        Mesh::None => {}
+        Mesh::Istio => instrument::istio(out, &peers, bounds, by_status),
+        Mesh::Linkerd => instrument::linkerd(out, &peers, bounds, by_status),
     }
 }
 
@@ -139,22 +90,38 @@ fn render(fleet: &Fleet, index: usize) -> String {
         (Service::Api, State::Api(api)) => {
             let (busy, ok, server_errors, throttled, latency_sum, latency_count, buckets) = api.figures();
             let workers = fleet.scenario().fleet.api.workers as f64;
-            out.family("http_requests_total", "counter", "Requests served, by status code.");
-            for (code, value) in [("200", ok), ("429", throttled), ("503", server_errors)] {
-                out.sample(
-                    "http_requests_total",
-                    &[("code", code), ("method", "GET")],
-                    value.floor(),
-                );
+            let instrumentation = fleet.scenario().fleet.instrumentation;
+            match instrumentation.api {
+                ApiInstrumentation::ClientPython => {
+                    out.family("http_requests_total", "counter", "Requests served, by status code.");
+                    for (code, value) in [("200", ok), ("429", throttled), ("503", server_errors)] {
+                        out.sample(
+                            "http_requests_total",
+                            &[("code", code), ("method", "GET")],
+                            value.floor(),
+                        );
+                    }
+                    out.family("http_request_duration_seconds", "histogram", "Request latency.");
+                    out.histogram(
+                        "http_request_duration_seconds",
+                        &[("method", "GET")],
+                        &API_BUCKETS,
+                        buckets,
+                        latency_count,
+                        latency_sum,
+                    );
+                }
+                ApiInstrumentation::Otel => {
+                    instrument::otel_http(&mut out, "/v1/sessions", &API_BUCKETS, &api.by_status())
+                }
             }
-            out.family("http_request_duration_seconds", "histogram", "Request latency.");
-            out.histogram(
-                "http_request_duration_seconds",
-                &[("method", "GET")],
+            sidecar(
+                &mut out,
+                instrumentation.mesh,
+                "istio-ingressgateway",
+                "api",
                 &API_BUCKETS,
-                buckets,
-                latency_count,
-                latency_sum,
+                &api.by_status(),
             );
             out.family("api_workers_busy", "gauge", "Worker processes handling a request.");
             out.sample("api_workers_busy", &[], busy.round());
@@ -361,41 +328,64 @@ fn render(fleet: &Fleet, index: usize) -> String {
             out.sample("jvm_gc_pause_seconds_sum", &gc, view.gc.1);
             out.family("jvm_gc_pause_seconds_max", "gauge", "Time spent in GC pause");
             out.sample("jvm_gc_pause_seconds_max", &gc, view.gc.2);
-            out.family(
-                "http_server_requests_seconds",
-                "histogram",
-                "Duration of HTTP server request handling",
-            );
-            let mut max = Vec::new();
-            for (outcome, status, (count, sum, buckets)) in
-                [("SUCCESS", "200", view.ok), ("SERVER_ERROR", "500", view.errors)]
-            {
-                let labels = [
-                    ("error", "none"),
-                    ("exception", "none"),
-                    ("method", "GET"),
-                    ("outcome", outcome),
-                    ("status", status),
-                    ("uri", "/api/v1/session"),
-                ];
-                out.histogram(
-                    "http_server_requests_seconds",
-                    &labels,
-                    &BACKEND_BUCKETS,
-                    buckets,
-                    count,
-                    sum,
-                );
-                max.push((labels, if count > 0.0 { sum / count * 3.0 } else { 0.0 }));
+            let instrumentation = fleet.scenario().fleet.instrumentation;
+            let by_status = [
+                ("200", view.ok.0, view.ok.1, view.ok.2.to_vec()),
+                ("500", view.errors.0, view.errors.1, view.errors.2.to_vec()),
+            ];
+            match instrumentation.backend {
+                BackendInstrumentation::Micrometer => {
+                    out.family(
+                        "http_server_requests_seconds",
+                        "histogram",
+                        "Duration of HTTP server request handling",
+                    );
+                    let mut max = Vec::new();
+                    for (outcome, status, (count, sum, buckets)) in
+                        [("SUCCESS", "200", view.ok), ("SERVER_ERROR", "500", view.errors)]
+                    {
+                        let labels = [
+                            ("error", "none"),
+                            ("exception", "none"),
+                            ("method", "GET"),
+                            ("outcome", outcome),
+                            ("status", status),
+                            ("uri", "/api/v1/session"),
+                        ];
+                        out.histogram(
+                            "http_server_requests_seconds",
+                            &labels,
+                            &BACKEND_BUCKETS,
+                            buckets,
+                            count,
+                            sum,
+                        );
+                        max.push((labels, if count > 0.0 { sum / count * 3.0 } else { 0.0 }));
+                    }
+                    out.family(
+                        "http_server_requests_seconds_max",
+                        "gauge",
+                        "Duration of HTTP server request handling",
+                    );
+                    for (labels, value) in max {
+                        out.sample("http_server_requests_seconds_max", &labels, value);
+                    }
+                }
+                BackendInstrumentation::Otel => {
+                    instrument::otel_http(&mut out, "/api/v1/session", &BACKEND_BUCKETS, &by_status);
+                }
+                BackendInstrumentation::Grpc => {
+                    instrument::grpc(&mut out, "chat.v1.Sessions", "Get", &BACKEND_BUCKETS, &by_status);
+                }
             }
-            out.family(
-                "http_server_requests_seconds_max",
-                "gauge",
-                "Duration of HTTP server request handling",
+            sidecar(
+                &mut out,
+                instrumentation.mesh,
+                "api",
+                "backend",
+                &BACKEND_BUCKETS,
+                &by_status,
             );
-            for (labels, value) in max {
-                out.sample("http_server_requests_seconds_max", &labels, value);
-            }
             out.family(
                 "process_start_time_seconds",
                 "gauge",

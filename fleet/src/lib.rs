@@ -10,11 +10,13 @@
 //! judging; the same seed gives the same fleet.
 
 pub(crate) mod expose;
+pub(crate) mod instrument;
 pub mod model;
 pub mod node;
 pub mod random;
 pub mod scenario;
 pub mod serve;
+pub(crate) mod text;
 pub mod topology;
 pub mod truth;
 

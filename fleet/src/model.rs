@@ -105,6 +105,10 @@ pub(crate) struct Api {
     latency_sum: f64,
     latency_count: f64,
     buckets: Vec<f64>,
+    /// The part of `latency_sum` and `buckets` that went to requests answered 503, for
+    /// exporters that keep a histogram per status code (OpenTelemetry, a mesh's sidecar).
+    error_latency_sum: f64,
+    error_buckets: Vec<f64>,
     /// Fraction of last second's requests that failed or were throttled (what clients retry).
     failed_fraction: f64,
     /// Traffic factor of a retry storm in progress (1 = none).
@@ -270,6 +274,7 @@ impl Fleet {
                     index,
                     Api {
                         buckets: vec![0.0; API_BUCKETS.len()],
+                        error_buckets: vec![0.0; API_BUCKETS.len()],
                         storm: 1.0,
                         ..Api::default()
                     },
@@ -444,8 +449,11 @@ impl Fleet {
             api.throttled += throttled;
             api.latency_sum += passed * latency;
             api.latency_count += passed;
-            for (bucket, bound) in api.buckets.iter_mut().zip(API_BUCKETS) {
-                *bucket += passed * lognormal_cdf(bound, latency * 0.85, 0.45);
+            api.error_latency_sum += passed * error * latency;
+            for ((bucket, error_bucket), bound) in api.buckets.iter_mut().zip(&mut api.error_buckets).zip(API_BUCKETS) {
+                let below = passed * lognormal_cdf(bound, latency * 0.85, 0.45);
+                *bucket += below;
+                *error_bucket += below * error;
             }
             dc_offered[dc] += passed;
         }
@@ -1078,6 +1086,38 @@ pub(crate) enum State<'a> {
 
 /// Fields the exposition reads; kept here so the physics owns its state.
 impl Api {
+    /// Requests by status code as an exporter with a histogram per code sees them: (code,
+    /// requests, seconds in total, cumulative counts over [`API_BUCKETS`]). 200 and 503 share
+    /// the instance's latency; a 429 is refused at once (counted in the lowest bucket, 1 ms).
+    pub(crate) fn by_status(&self) -> [(&'static str, f64, f64, Vec<f64>); 3] {
+        let ok_buckets = self
+            .buckets
+            .iter()
+            .zip(&self.error_buckets)
+            .map(|(all, error)| (all - error).max(0.0))
+            .collect();
+        [
+            (
+                "200",
+                self.ok,
+                (self.latency_sum - self.error_latency_sum).max(0.0),
+                ok_buckets,
+            ),
+            (
+                "429",
+                self.throttled,
+                self.throttled * 0.001,
+                vec![self.throttled; API_BUCKETS.len()],
+            ),
+            (
+                "503",
+                self.server_errors,
+                self.error_latency_sum,
+                self.error_buckets.clone(),
+            ),
+        ]
+    }
+
     pub(crate) fn figures(&self) -> (f64, f64, f64, f64, f64, f64, &[f64]) {
         (
             self.busy,

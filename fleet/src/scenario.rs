@@ -94,6 +94,80 @@ pub struct FleetShape {
     /// scenarios and the random corpus the confidence model was fitted on predate it.
     #[serde(default)]
     pub node_exporter: bool,
+    /// Which libraries the API tier and the backend print their request metrics with, and
+    /// whether a service mesh's sidecars add theirs. Default: client_python's conventions on
+    /// the API tier, Micrometer on the backend, no mesh (what the shipped scenarios print).
+    #[serde(default)]
+    pub instrumentation: Instrumentation,
+}
+
+/// The request metrics the API tier and the backend print (issue 18: the detector on fleets
+/// instrumented otherwise). Only the request families change: the same requests, latencies
+/// and failures, under the names, labels and units each library gives them
+/// (rules/signals/examples/ holds one exposition of each family, with its source). Every
+/// other family of the instance (pools, threads, GC, the process start time) stays.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Instrumentation {
+    /// The API tier's HTTP server metrics.
+    #[serde(default)]
+    pub api: ApiInstrumentation,
+    /// The backend's request metrics.
+    #[serde(default)]
+    pub backend: BackendInstrumentation,
+    /// A sidecar proxy beside every API and backend instance, whose metrics are merged into
+    /// the instance's own exposition (as Istio's metrics merging serves them): its view of
+    /// the requests that reach the instance. Default none.
+    #[serde(default)]
+    pub mesh: Mesh,
+}
+
+/// The API tier's HTTP server metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiInstrumentation {
+    /// `http_requests_total{code, method}` and the histogram `http_request_duration_seconds`
+    /// (client_python's and client_golang promhttp's conventions). The default.
+    #[default]
+    ClientPython,
+    /// OpenTelemetry's `http.server.request.duration` as its Prometheus exporter prints it:
+    /// the histogram `http_server_request_duration_seconds` by `http_request_method`,
+    /// `http_response_status_code` and `http_route` (semantic conventions 1.26, HTTP
+    /// metrics), one series per status code (200, 429, 503).
+    Otel,
+}
+
+/// The backend's request metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendInstrumentation {
+    /// Spring's `http_server_requests_seconds` timer through Micrometer (histogram on, with
+    /// `_max`), by `outcome` and `status`. The default.
+    #[default]
+    Micrometer,
+    /// OpenTelemetry's `http_server_request_duration_seconds`, by status code (200, 500).
+    Otel,
+    /// A gRPC server instrumented by go-grpc-middleware's Prometheus provider:
+    /// `grpc_server_started_total`, `grpc_server_handled_total` by `grpc_code` (`OK`, and
+    /// `Unavailable` for what would have been a 500) and the histogram
+    /// `grpc_server_handling_seconds`.
+    Grpc,
+}
+
+/// A service mesh's sidecar metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mesh {
+    /// No sidecar. The default.
+    #[default]
+    None,
+    /// Istio's standard metrics as the server's sidecar reports them (`reporter="destination"`):
+    /// `istio_requests_total` by `response_code` and the histogram
+    /// `istio_request_duration_milliseconds`, with source and destination workloads.
+    Istio,
+    /// Linkerd's proxy, inbound: `response_total` by `status_code` and `classification`, and
+    /// the histogram `response_latency_ms`.
+    Linkerd,
 }
 
 impl FleetShape {
@@ -151,6 +225,7 @@ impl Default for FleetShape {
             db: DbShape::default(),
             beam: BeamShape::default(),
             node_exporter: false,
+            instrumentation: Instrumentation::default(),
         }
     }
 }

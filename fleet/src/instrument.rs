@@ -1,0 +1,262 @@
+//! Request metrics under the names other instrumentation prints (issue 18; the scenario's
+//! `fleet.instrumentation`, [`crate::scenario::Instrumentation`]): OpenTelemetry's HTTP server
+//! histogram, a gRPC server's go-grpc-middleware families, and the inbound metrics of an Istio
+//! or Linkerd sidecar. Each takes the same requests (by status code: how many, how many
+//! seconds in total, the cumulative counts over the bucket bounds in seconds) and prints them
+//! as that library does; names and labels as in rules/signals/examples/ (its README gives each
+//! family's source).
+
+use crate::text::Out;
+
+/// Requests answered with one HTTP status code: (code, requests, seconds in total,
+/// cumulative request counts at each bound of the histogram's bounds). All three grow only.
+pub(crate) type ByStatus = (&'static str, f64, f64, Vec<f64>);
+
+/// OpenTelemetry's `http.server.request.duration` (semantic conventions 1.26, "HTTP
+/// metrics"), seconds, as the OpenTelemetry Prometheus exporter names it: the histogram
+/// `http_server_request_duration_seconds`, one series per status code, labelled with
+/// `http_request_method`, `http_response_status_code` and `http_route`.
+pub(crate) fn otel_http(out: &mut Out, route: &str, bounds: &[f64], by_status: &[ByStatus]) {
+    out.family(
+        "http_server_request_duration_seconds",
+        "histogram",
+        "Duration of HTTP server requests.",
+    );
+    for (code, count, sum, buckets) in by_status {
+        out.histogram(
+            "http_server_request_duration_seconds",
+            &[
+                ("http_request_method", "GET"),
+                ("http_response_status_code", code),
+                ("http_route", route),
+            ],
+            bounds,
+            buckets,
+            *count,
+            *sum,
+        );
+    }
+}
+
+/// A unary gRPC method instrumented by go-grpc-middleware's Prometheus provider (formerly
+/// go-grpc-prometheus), handling time histogram on: `grpc_server_started_total`,
+/// `grpc_server_handled_total` by `grpc_code` (a 2xx is `OK`, anything else `Unavailable`, what
+/// a server answers when its own dependencies fail), and `grpc_server_handling_seconds` over
+/// every call.
+pub(crate) fn grpc(out: &mut Out, service: &str, method: &str, bounds: &[f64], by_status: &[ByStatus]) {
+    let labels = [
+        ("grpc_method", method),
+        ("grpc_service", service),
+        ("grpc_type", "unary"),
+    ];
+    let calls: f64 = by_status.iter().map(|(_, count, _, _)| count).sum();
+    out.family(
+        "grpc_server_started_total",
+        "counter",
+        "Total number of RPCs started on the server.",
+    );
+    out.sample("grpc_server_started_total", &labels, calls.floor());
+    out.family(
+        "grpc_server_handled_total",
+        "counter",
+        "Total number of RPCs completed on the server, regardless of success or failure.",
+    );
+    for (grpc_code, succeeded) in [("OK", true), ("Unavailable", false)] {
+        let count: f64 = by_status
+            .iter()
+            .filter(|(code, ..)| code.starts_with('2') == succeeded)
+            .map(|(_, count, _, _)| count)
+            .sum();
+        let mut with_code = vec![("grpc_code", grpc_code)];
+        with_code.extend(labels);
+        out.sample("grpc_server_handled_total", &with_code, count.floor());
+    }
+    let sum: f64 = by_status.iter().map(|(_, _, sum, _)| sum).sum();
+    let buckets: Vec<f64> = (0..bounds.len())
+        .map(|bound| by_status.iter().map(|(_, _, _, buckets)| buckets[bound]).sum())
+        .collect();
+    out.family(
+        "grpc_server_handling_seconds",
+        "histogram",
+        "Histogram of response latency (seconds) of gRPC that had been application-level handled by the server.",
+    );
+    out.histogram("grpc_server_handling_seconds", &labels, bounds, &buckets, calls, sum);
+}
+
+/// Where a sidecar's requests come from and go to: the calling workload (an Istio
+/// `source_workload`), the instance's own workload, and the Kubernetes namespace of both.
+pub(crate) struct Peers<'a> {
+    /// The workload that calls this instance (`istio-ingressgateway` for the API tier).
+    pub(crate) source: &'a str,
+    /// This instance's workload (its service).
+    pub(crate) destination: &'a str,
+    /// The namespace both run in.
+    pub(crate) namespace: &'a str,
+}
+
+/// Istio's standard metrics as the server-side sidecar reports them (istio.io, "Istio
+/// Standard Metrics"; `reporter="destination"`): `istio_requests_total` by `response_code`
+/// and the histogram `istio_request_duration_milliseconds` (bounds and sums in
+/// milliseconds), with the source and destination workloads.
+pub(crate) fn istio(out: &mut Out, peers: &Peers, bounds: &[f64], by_status: &[ByStatus]) {
+    let service = format!("{}.{}.svc.cluster.local", peers.destination, peers.namespace);
+    let labels = |code: &'static str| {
+        let flags = if code.starts_with('5') { "URX" } else { "-" };
+        [
+            ("connection_security_policy", "mutual_tls"),
+            ("destination_service", service.as_str()),
+            ("destination_workload", peers.destination),
+            ("destination_workload_namespace", peers.namespace),
+            ("reporter", "destination"),
+            ("request_protocol", "http"),
+            ("response_code", code),
+            ("response_flags", flags),
+            ("source_workload", peers.source),
+            ("source_workload_namespace", peers.namespace),
+        ]
+    };
+    out.family("istio_requests_total", "counter", "Total requests.");
+    for (code, count, _, _) in by_status {
+        out.sample("istio_requests_total", &labels(code), count.floor());
+    }
+    let milliseconds: Vec<f64> = bounds.iter().map(|bound| bound * 1000.0).collect();
+    out.family(
+        "istio_request_duration_milliseconds",
+        "histogram",
+        "Request duration in milliseconds.",
+    );
+    for (code, count, sum, buckets) in by_status {
+        out.histogram(
+            "istio_request_duration_milliseconds",
+            &labels(code),
+            &milliseconds,
+            buckets,
+            *count,
+            sum * 1000.0,
+        );
+    }
+}
+
+/// Linkerd's proxy metrics, inbound (linkerd.io, "Proxy Metrics"): `response_total` by
+/// `status_code` and `classification` (`failure` for a 5xx), and the histogram
+/// `response_latency_ms` by `status_code` (bounds and sums in milliseconds).
+pub(crate) fn linkerd(out: &mut Out, peers: &Peers, bounds: &[f64], by_status: &[ByStatus]) {
+    let authority = format!("{}.{}.svc.cluster.local:8080", peers.destination, peers.namespace);
+    out.family("response_total", "counter", "Total count of HTTP responses.");
+    for (code, count, _, _) in by_status {
+        let classification = if code.starts_with('5') { "failure" } else { "success" };
+        out.sample(
+            "response_total",
+            &[
+                ("authority", &authority),
+                ("classification", classification),
+                ("direction", "inbound"),
+                ("status_code", code),
+                ("tls", "true"),
+            ],
+            count.floor(),
+        );
+    }
+    let milliseconds: Vec<f64> = bounds.iter().map(|bound| bound * 1000.0).collect();
+    out.family(
+        "response_latency_ms",
+        "histogram",
+        "Elapsed times between a request's headers being received and its response stream completing",
+    );
+    for (code, count, sum, buckets) in by_status {
+        out.histogram(
+            "response_latency_ms",
+            &[
+                ("authority", &authority),
+                ("direction", "inbound"),
+                ("status_code", code),
+                ("tls", "true"),
+            ],
+            &milliseconds,
+            buckets,
+            *count,
+            sum * 1000.0,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
+
+    use super::*;
+
+    fn out() -> Out {
+        Out {
+            text: String::new(),
+            timestamp_ms: 1_000,
+        }
+    }
+
+    /// 90 answers 200 taking 9 s in all, 10 answers 500 taking 2 s, bounds 0.1 s and 1 s.
+    fn requests() -> Vec<ByStatus> {
+        vec![
+            ("200", 90.0, 9.0, vec![80.0, 90.0]),
+            ("500", 10.0, 2.0, vec![5.0, 10.0]),
+        ]
+    }
+
+    fn value(text: &str, line_start: &str) -> f64 {
+        let line = text
+            .lines()
+            .find(|line| line.starts_with(line_start))
+            .unwrap_or_else(|| panic!("no line starting {line_start} in\n{text}"));
+        line.split(' ').nth(1).unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn grpc_counts_every_call_once_and_the_failures_as_unavailable() {
+        let mut out = out();
+        grpc(&mut out, "shop.Cart", "Get", &[0.1, 1.0], &requests());
+        let text = out.text;
+        assert_eq!(value(&text, "grpc_server_started_total{"), 100.0);
+        assert_eq!(value(&text, "grpc_server_handled_total{grpc_code=\"OK\""), 90.0);
+        assert_eq!(
+            value(&text, "grpc_server_handled_total{grpc_code=\"Unavailable\""),
+            10.0
+        );
+        assert_eq!(value(&text, "grpc_server_handling_seconds_sum{"), 11.0);
+        assert_eq!(value(&text, "grpc_server_handling_seconds_count{"), 100.0);
+        assert!(
+            text.contains(&format!("le=\"{}\"}} 85 1000", crate::text::number(0.1))),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_mesh_prints_milliseconds_and_classifies_5xx_as_failures() {
+        let peers = Peers {
+            source: "api",
+            destination: "backend",
+            namespace: "prod",
+        };
+        let mut out = out();
+        istio(&mut out, &peers, &[0.1, 1.0], &requests());
+        let text = out.text;
+        assert!(
+            text.contains("response_code=\"500\",response_flags=\"URX\",source_workload=\"api\""),
+            "{text}"
+        );
+        assert!(text.contains("le=\"100\"} 80 1000"), "{text}");
+        assert_eq!(
+            value(&text, "istio_request_duration_milliseconds_sum{connection_security_policy=\"mutual_tls\",destination_service=\"backend.prod.svc.cluster.local\",destination_workload=\"backend\",destination_workload_namespace=\"prod\",reporter=\"destination\",request_protocol=\"http\",response_code=\"200\""),
+            9000.0
+        );
+        let mut out = crate::instrument::tests::out();
+        linkerd(&mut out, &peers, &[0.1, 1.0], &requests());
+        let text = out.text;
+        assert_eq!(
+            value(
+                &text,
+                "response_total{authority=\"backend.prod.svc.cluster.local:8080\",classification=\"failure\""
+            ),
+            10.0
+        );
+        assert_eq!(value(&text, "response_latency_ms_sum{authority=\"backend.prod.svc.cluster.local:8080\",direction=\"inbound\",status_code=\"500\""), 2000.0);
+    }
+}
