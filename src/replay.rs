@@ -46,6 +46,15 @@ pub(crate) struct ReplayArgs {
     /// command line.
     #[arg(long, value_name = "FILE", requires = "prometheus")]
     prometheus_config: Option<PathBuf>,
+
+    /// Also append the verdict events to the store's `replayed_verdicts` table (the columns of
+    /// `verdicts` and `replayed_at`, apart from the live ones: nothing replayed pages or shows
+    /// as live; rows expire by when they were written), for Grafana and SQL beside the
+    /// samples. With --prometheus the store is --config's or --data's, created when missing;
+    /// otherwise the store the samples were read from, which must then be free (a running
+    /// `epicenter run` holds it). Each run appends.
+    #[arg(long)]
+    write: bool,
 }
 
 /// An RFC 3339 time as Unix milliseconds (a command-line value: clap names the flag and exits 2).
@@ -90,12 +99,34 @@ pub(crate) fn run(args: &ReplayArgs) -> ExitCode {
         }
     };
     if let (Some(url), Some(from), Some(to)) = (&args.prometheus, from, to) {
-        return match from_prometheus(url, args.prometheus_config.as_ref(), (from, to), &config, rules) {
-            Ok(events) => print(&events, args.json),
-            Err(code) => code,
+        let events = match from_prometheus(url, args.prometheus_config.as_ref(), (from, to), &config, rules) {
+            Ok(events) => events,
+            Err(code) => return code,
         };
+        if args.write {
+            let runtime = match crate::open::runtime() {
+                Ok(runtime) => runtime,
+                Err(code) => return code,
+            };
+            let store = match crate::open::open_store(&config, &runtime) {
+                Ok(store) => store,
+                Err(code) => return code,
+            };
+            if let Err(code) = write(&runtime, &store, &events) {
+                return code;
+            }
+        }
+        return print(&events, args.json);
     }
-    let (runtime, store) = match open_existing(&config) {
+    // Writing needs the store itself (its schema made current, so an older store gains
+    // `replayed_verdicts`), not a running epicenter's read-only endpoint.
+    let opened = if args.write {
+        crate::open::runtime()
+            .and_then(|runtime| crate::open::open_store(&config, &runtime).map(|store| (runtime, store)))
+    } else {
+        open_existing(&config)
+    };
+    let (runtime, store) = match opened {
         Ok(opened) => opened,
         Err(code) => return code,
     };
@@ -118,7 +149,35 @@ pub(crate) fn run(args: &ReplayArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if args.write {
+        if let Err(code) = write(&runtime, &store, &events) {
+            return code;
+        }
+    }
     print(&events, args.json)
+}
+
+/// Appends `events` to the store's `replayed_verdicts` and says so on stderr; exit 1 when
+/// the store refuses (named, with the store's answer).
+fn write(
+    runtime: &tokio::runtime::Runtime,
+    store: &epicenter_store::Store,
+    events: &[epicenter_detector::VerdictEvent],
+) -> Result<(), ExitCode> {
+    let rows: Vec<_> = events.iter().map(epicenter_detector::VerdictEvent::row).collect();
+    runtime
+        .block_on(store.write_replayed_verdicts(&rows))
+        .map_err(|error| {
+            let hint = if epicenter_store::backend::is_read_only_refusal(&error) {
+                " (a running epicenter's live SQL endpoint only reads: stop it, or replay with --prometheus into another store)"
+            } else {
+                ""
+            };
+            eprintln!("error: replay --write: writing replayed_verdicts: {error}{hint}");
+            ExitCode::from(1)
+        })?;
+    eprintln!("replay: {} verdict events appended to replayed_verdicts", rows.len());
+    Ok(())
 }
 
 /// The verdict events of replaying the samples the rules name between `from` and `to` (ms) on

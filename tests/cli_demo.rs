@@ -156,9 +156,11 @@ fn a_node_loss_demo_names_the_node_and_replay_agrees() {
         let decimals = row[0].split('.').nth(1).map_or(0, str::len);
         assert!(decimals <= 3, "confidence {} has {decimals} decimals", row[0]);
     }
-    // Replay from the stored samples agrees with the live detector on the answer.
+    // Replay from the stored samples agrees with the live detector on the answer, and
+    // `--write` keeps its events apart from the live ones, in `replayed_verdicts`.
+    let live_before = sql_rows(&run.data, "SELECT count() FROM verdicts");
     let replay = Command::new(env!("CARGO_BIN_EXE_epicenter"))
-        .args(["replay", "--json", "--data"])
+        .args(["replay", "--json", "--write", "--data"])
         .arg(&run.data)
         .output()
         .unwrap();
@@ -174,6 +176,35 @@ fn a_node_loss_demo_names_the_node_and_replay_agrees() {
     assert_eq!(opened["verdict"]["kind"], "node_loss", "{opened}");
     assert_eq!(opened["verdict"]["dc"], "dc-2", "{opened}");
     assert_eq!(opened["verdict"]["hosts"][0], "dc-2-host-3", "{opened}");
+    let printed: Vec<Vec<String>> = events
+        .iter()
+        .map(|event| {
+            vec![
+                event["time_ms"].to_string(),
+                event["state"].as_str().unwrap().to_string(),
+                event["verdict"]["kind"].as_str().unwrap().to_string(),
+                event["verdict"]["hosts"][0].as_str().unwrap_or_default().to_string(),
+            ]
+        })
+        .collect();
+    let written = sql_rows(
+        &run.data,
+        "SELECT toUnixTimestamp64Milli(time), state, kind, hosts[1] FROM replayed_verdicts ORDER BY time, state",
+    );
+    let mut printed_sorted = printed.clone();
+    printed_sorted.sort_by(|a, b| (a[0].parse::<i64>().unwrap(), &a[1]).cmp(&(b[0].parse::<i64>().unwrap(), &b[1])));
+    assert_eq!(written, printed_sorted, "replayed_verdicts against replay's own output");
+    assert!(
+        String::from_utf8_lossy(&replay.stderr).contains(&format!(
+            "{} verdict events appended to replayed_verdicts",
+            events.len()
+        )),
+        "{}",
+        String::from_utf8_lossy(&replay.stderr)
+    );
+    // The live verdicts are untouched.
+    let live_after = sql_rows(&run.data, "SELECT count() FROM verdicts");
+    assert_eq!(live_after, live_before);
     // An empty result is said, on stderr, in the default (pretty) format.
     let empty = Command::new(env!("CARGO_BIN_EXE_epicenter"))
         .args(["sql", "--data"])

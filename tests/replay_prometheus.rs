@@ -297,6 +297,45 @@ fn replay_from_prometheus_names_what_eval_names() {
             "{what} opened at {at}, outside its scenario"
         );
     }
+    // `--write` into a new embedded store: the events replay printed, in `replayed_verdicts`.
+    let store = dir.join("replayed");
+    let (written_events, progress) = run(&[
+        "replay",
+        "--json",
+        "--write",
+        "--config",
+        config.to_str().unwrap(),
+        "--data",
+        store.to_str().unwrap(),
+        "--prometheus",
+        &url,
+        "--from",
+        &rfc3339(FIRST_START_MS),
+        "--to",
+        &rfc3339(last_end_ms),
+    ]);
+    assert_eq!(written_events, events, "replay --write printed other events");
+    let count = events.lines().count();
+    assert!(
+        progress.contains(&format!("replay: {count} verdict events appended to replayed_verdicts")),
+        "{progress}"
+    );
+    let stored = common::sql_rows(
+        &store,
+        "SELECT kind, dc, hosts[1], toUnixTimestamp64Milli(time) FROM replayed_verdicts WHERE state = 'opened' ORDER BY time",
+    );
+    let expected: Vec<Vec<String>> = opened
+        .iter()
+        .map(|(what, at)| {
+            let mut fields: Vec<String> = what
+                .split(' ')
+                .map(|field| field.trim_matches('"').to_string())
+                .collect();
+            fields.push(at.to_string());
+            fields
+        })
+        .collect();
+    assert_eq!(stored, expected, "replayed_verdicts");
     drop(guard);
     let _ = std::fs::remove_dir_all(&dir);
 }

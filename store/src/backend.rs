@@ -297,23 +297,18 @@ impl Store {
 
     /// Appends one verdict event to `verdicts`.
     pub async fn write_verdict(&self, row: &VerdictRow) -> Result<(), String> {
-        self.execute(format!(
-            "INSERT INTO verdicts (time, id, state, kind, dc, dcs, hosts, service, instances, confidence, onset, opened, evidence) VALUES (fromUnixTimestamp64Milli({}), {}, {}, {}, {}, {}, {}, {}, {}, {}, fromUnixTimestamp64Milli({}), fromUnixTimestamp64Milli({}), {})",
-            row.time_ms,
-            quote(&row.id),
-            quote(&row.state),
-            quote(&row.kind),
-            quote(&row.dc),
-            array(&row.dcs),
-            array(&row.hosts),
-            quote(&row.service),
-            array(&row.instances),
-            row.confidence,
-            row.onset_ms,
-            row.opened_ms,
-            quote(&row.evidence_json)
-        ))
-        .await
+        self.execute(insert_verdict("verdicts", row)).await
+    }
+
+    /// Appends the verdict events of a replay (`epicenter replay --write`) to
+    /// `replayed_verdicts` (created with the schema, [`Store::open`]). Each call appends:
+    /// replaying a period twice stores its events twice, with the same `id`s and two
+    /// `replayed_at`s. Errors: the engine's or server's answer to the insert that failed.
+    pub async fn write_replayed_verdicts(&self, rows: &[VerdictRow]) -> Result<(), String> {
+        for row in rows {
+            self.execute(insert_verdict("replayed_verdicts", row)).await?;
+        }
+        Ok(())
     }
 
     /// Creates `ground_truth` when missing ([`crate::schema::GROUND_TRUTH`]) and appends `rows`
@@ -346,6 +341,26 @@ pub fn is_read_only_refusal(message: &str) -> bool {
 }
 
 pub use crate::schema::quote;
+
+/// `INSERT INTO table` of one verdict event (the columns of `verdicts`).
+fn insert_verdict(table: &str, row: &VerdictRow) -> String {
+    format!(
+        "INSERT INTO {table} (time, id, state, kind, dc, dcs, hosts, service, instances, confidence, onset, opened, evidence) VALUES (fromUnixTimestamp64Milli({}), {}, {}, {}, {}, {}, {}, {}, {}, {}, fromUnixTimestamp64Milli({}), fromUnixTimestamp64Milli({}), {})",
+        row.time_ms,
+        quote(&row.id),
+        quote(&row.state),
+        quote(&row.kind),
+        quote(&row.dc),
+        array(&row.dcs),
+        array(&row.hosts),
+        quote(&row.service),
+        array(&row.instances),
+        row.confidence,
+        row.onset_ms,
+        row.opened_ms,
+        quote(&row.evidence_json)
+    )
+}
 
 /// A ClickHouse `Array(String)` literal of `values`: `['a', 'b']`.
 pub fn array(values: &[String]) -> String {

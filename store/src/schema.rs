@@ -145,6 +145,34 @@ const VERDICTS_TABLE: TableSpec = TableSpec {
     sharding_key: "rand()",
 };
 
+/// `replayed_verdicts`: the verdict events `epicenter replay --write` found, with the columns
+/// of `verdicts` and when they were written (`replayed_at`), apart from the live ones so that
+/// nothing replayed pages, resolves or shows as a live incident. A replay usually looks at a
+/// past period, possibly older than the retention: rows expire by when they were written,
+/// not by the time they speak of.
+const REPLAYED_VERDICTS_TABLE: TableSpec = TableSpec {
+    name: "replayed_verdicts",
+    columns: "time DateTime64(3, 'UTC'),
+                id String,
+                state LowCardinality(String),
+                kind LowCardinality(String),
+                dc LowCardinality(String),
+                dcs Array(String),
+                hosts Array(String),
+                service LowCardinality(String),
+                instances Array(String),
+                confidence Float64,
+                onset DateTime64(3, 'UTC'),
+                opened DateTime64(3, 'UTC'),
+                evidence String,
+                replayed_at DateTime('UTC') DEFAULT now()",
+    engine: "MergeTree",
+    tail: "PARTITION BY toDate(replayed_at)
+            ORDER BY (time, id)
+            TTL replayed_at + toIntervalSecond({ttl})",
+    sharding_key: "rand()",
+};
+
 /// Whether `name` can name a ClickHouse cluster in epicenter's DDL unquoted and unescaped:
 /// ASCII letters, digits and `_`, not starting with a digit (what `storage.clickhouse.cluster`
 /// accepts).
@@ -222,6 +250,7 @@ pub fn statements_for(database: &str, retention: Duration, cluster: Option<&str>
     ));
     statements.extend(create(&ANOMALIES_TABLE));
     statements.extend(create(&VERDICTS_TABLE));
+    statements.extend(create(&REPLAYED_VERDICTS_TABLE));
     // Stores written before verdicts named several datacenters (a link's two ends) gain
     // the column; their old rows read as no datacenters. On a cluster the Distributed table's
     // own column list gains it too.

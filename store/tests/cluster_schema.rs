@@ -57,7 +57,8 @@ fn every_table_is_replicated_and_distributed() {
             "scrapes",
             "samples_1m",
             "anomalies",
-            "verdicts"
+            "verdicts",
+            "replayed_verdicts"
         ]
     );
     let cluster = cluster_ddl();
@@ -112,7 +113,7 @@ fn the_engine_parses_every_cluster_statement() {
         }
         engines += formatted.matches("ENGINE = Replicated").count() + formatted.matches("ENGINE = Distributed").count();
     }
-    assert_eq!(engines, 12, "6 replicated and 6 distributed tables");
+    assert_eq!(engines, 14, "7 replicated and 7 distributed tables");
     // A statement with a syntax error is refused by the same call: the check can fail.
     assert!(store
         .query("SELECT formatQuery('CREATE TABLE t ON CLUSTER (x')", "TabSeparatedRaw")

@@ -117,6 +117,29 @@ CREATE TABLE IF NOT EXISTS epicenter.verdicts_local ON CLUSTER 'main' (
 CREATE TABLE IF NOT EXISTS epicenter.verdicts ON CLUSTER 'main' AS epicenter.verdicts_local
             ENGINE = Distributed('main', 'epicenter', 'verdicts_local', rand());
 
+CREATE TABLE IF NOT EXISTS epicenter.replayed_verdicts_local ON CLUSTER 'main' (
+                time DateTime64(3, 'UTC'),
+                id String,
+                state LowCardinality(String),
+                kind LowCardinality(String),
+                dc LowCardinality(String),
+                dcs Array(String),
+                hosts Array(String),
+                service LowCardinality(String),
+                instances Array(String),
+                confidence Float64,
+                onset DateTime64(3, 'UTC'),
+                opened DateTime64(3, 'UTC'),
+                evidence String,
+                replayed_at DateTime('UTC') DEFAULT now()
+            ) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')
+            PARTITION BY toDate(replayed_at)
+            ORDER BY (time, id)
+            TTL replayed_at + toIntervalSecond(2592000);
+
+CREATE TABLE IF NOT EXISTS epicenter.replayed_verdicts ON CLUSTER 'main' AS epicenter.replayed_verdicts_local
+            ENGINE = Distributed('main', 'epicenter', 'replayed_verdicts_local', rand());
+
 ALTER TABLE epicenter.verdicts_local ON CLUSTER 'main' ADD COLUMN IF NOT EXISTS dcs Array(String) AFTER dc;
 
 ALTER TABLE epicenter.verdicts ON CLUSTER 'main' ADD COLUMN IF NOT EXISTS dcs Array(String) AFTER dc;
