@@ -48,11 +48,13 @@ pub(crate) struct ReplayArgs {
     prometheus_config: Option<PathBuf>,
 
     /// Also append the verdict events to the store's `replayed_verdicts` table (the columns of
-    /// `verdicts` and `replayed_at`, apart from the live ones: nothing replayed pages or shows
-    /// as live; rows expire by when they were written), for Grafana and SQL beside the
-    /// samples. With --prometheus the store is --config's or --data's, created when missing;
-    /// otherwise the store the samples were read from, which must then be free (a running
-    /// `epicenter run` holds it). Each run appends.
+    /// `verdicts` and the run: `run_id`, printed on stderr, `source`, the period,
+    /// `replayed_at`), apart from the live ones: nothing replayed pages or shows as live; rows
+    /// expire by when they were written. With --prometheus the store is --data's (created
+    /// when missing) or --config's, and one of them is required; otherwise the store the
+    /// samples were read from, which must exist and be free (not held by a running
+    /// `epicenter run`). The schema is made current first: on a ClickHouse server the user
+    /// needs the rights `epicenter run` has. Each run appends.
     #[arg(long)]
     write: bool,
 }
@@ -98,31 +100,43 @@ pub(crate) fn run(args: &ReplayArgs) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    if args.write && args.prometheus.is_some() && args.config.is_none() && args.data.is_none() {
+        eprintln!("error: replay --prometheus --write needs the store to write to: --data DIR (created when missing) or --config FILE");
+        return ExitCode::from(2);
+    }
     if let (Some(url), Some(from), Some(to)) = (&args.prometheus, from, to) {
+        // The store to write into is opened first: a held or unreachable one is said before a
+        // long read of the server, not after.
+        let store = if args.write {
+            let opened = crate::open::runtime()
+                .and_then(|runtime| crate::open::open_store(&config, &runtime).map(|store| (runtime, store)));
+            match opened {
+                Ok(opened) => Some(opened),
+                Err(code) => return code,
+            }
+        } else {
+            None
+        };
         let events = match from_prometheus(url, args.prometheus_config.as_ref(), (from, to), &config, rules) {
             Ok(events) => events,
             Err(code) => return code,
         };
-        if args.write {
-            let runtime = match crate::open::runtime() {
-                Ok(runtime) => runtime,
-                Err(code) => return code,
-            };
-            let store = match crate::open::open_store(&config, &runtime) {
-                Ok(store) => store,
-                Err(code) => return code,
-            };
-            if let Err(code) = write(&runtime, &store, &events) {
+        if let Some((runtime, store)) = &store {
+            let run = epicenter_store::ReplayRun::new("prometheus", Some(from), Some(to));
+            if let Err(code) = write(runtime, store, &run, &events) {
                 return code;
             }
         }
         return print(&events, args.json);
     }
     // Writing needs the store itself (its schema made current, so an older store gains
-    // `replayed_verdicts`), not a running epicenter's read-only endpoint.
+    // `replayed_verdicts`); it must exist, as for reading.
     let opened = if args.write {
-        crate::open::runtime()
-            .and_then(|runtime| crate::open::open_store(&config, &runtime).map(|store| (runtime, store)))
+        crate::open::runtime().and_then(|runtime| {
+            epicenter_store::Store::open_existing_for_writing(&config.storage, &runtime)
+                .map(|store| (runtime, store))
+                .map_err(crate::open::refused)
+        })
     } else {
         open_existing(&config)
     };
@@ -150,33 +164,34 @@ pub(crate) fn run(args: &ReplayArgs) -> ExitCode {
         }
     };
     if args.write {
-        if let Err(code) = write(&runtime, &store, &events) {
+        let run = epicenter_store::ReplayRun::new("store", from, to);
+        if let Err(code) = write(&runtime, &store, &run, &events) {
             return code;
         }
     }
     print(&events, args.json)
 }
 
-/// Appends `events` to the store's `replayed_verdicts` and says so on stderr; exit 1 when
-/// the store refuses (named, with the store's answer).
+/// Appends `events` to the store's `replayed_verdicts` as `run` and says so on stderr, with
+/// the run's id; exit 1 when the store refuses (its answer printed).
 fn write(
     runtime: &tokio::runtime::Runtime,
     store: &epicenter_store::Store,
+    run: &epicenter_store::ReplayRun,
     events: &[epicenter_detector::VerdictEvent],
 ) -> Result<(), ExitCode> {
     let rows: Vec<_> = events.iter().map(epicenter_detector::VerdictEvent::row).collect();
     runtime
-        .block_on(store.write_replayed_verdicts(&rows))
+        .block_on(store.write_replayed_verdicts(run, &rows))
         .map_err(|error| {
-            let hint = if epicenter_store::backend::is_read_only_refusal(&error) {
-                " (a running epicenter's live SQL endpoint only reads: stop it, or replay with --prometheus into another store)"
-            } else {
-                ""
-            };
-            eprintln!("error: replay --write: writing replayed_verdicts: {error}{hint}");
+            eprintln!("error: replay --write: writing replayed_verdicts: {error}");
             ExitCode::from(1)
         })?;
-    eprintln!("replay: {} verdict events appended to replayed_verdicts", rows.len());
+    eprintln!(
+        "replay: {} verdict events appended to replayed_verdicts as run_id '{}'",
+        rows.len(),
+        run.run_id
+    );
     Ok(())
 }
 

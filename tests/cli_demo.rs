@@ -187,13 +187,20 @@ fn a_node_loss_demo_names_the_node_and_replay_agrees() {
             ]
         })
         .collect();
-    let written = sql_rows(
+    // Events of one round share a time: compared as sorted lists of whole rows.
+    let mut written = sql_rows(
         &run.data,
-        "SELECT toUnixTimestamp64Milli(time), state, kind, hosts[1] FROM replayed_verdicts ORDER BY time, state",
+        "SELECT toUnixTimestamp64Milli(time), state, kind, hosts[1] FROM replayed_verdicts",
     );
-    let mut printed_sorted = printed.clone();
-    printed_sorted.sort_by(|a, b| (a[0].parse::<i64>().unwrap(), &a[1]).cmp(&(b[0].parse::<i64>().unwrap(), &b[1])));
-    assert_eq!(written, printed_sorted, "replayed_verdicts against replay's own output");
+    written.sort();
+    let mut printed = printed;
+    printed.sort();
+    assert_eq!(written, printed, "replayed_verdicts against replay's own output");
+    let runs = sql_rows(
+        &run.data,
+        "SELECT uniqExact(run_id), any(source) FROM replayed_verdicts",
+    );
+    assert_eq!(runs, [["1", "store"]], "{runs:?}");
     assert!(
         String::from_utf8_lossy(&replay.stderr).contains(&format!(
             "{} verdict events appended to replayed_verdicts",
@@ -205,6 +212,24 @@ fn a_node_loss_demo_names_the_node_and_replay_agrees() {
     // The live verdicts are untouched.
     let live_after = sql_rows(&run.data, "SELECT count() FROM verdicts");
     assert_eq!(live_after, live_before);
+    // A mistyped store is an error, as for reading, and no store is made there.
+    let missing = run.data.with_file_name("no-such-store");
+    let refused = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["replay", "--write", "--data"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("no epicenter store at"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert!(
+        !missing.exists(),
+        "replay --write made a store at {}",
+        missing.display()
+    );
     // An empty result is said, on stderr, in the default (pretty) format.
     let empty = Command::new(env!("CARGO_BIN_EXE_epicenter"))
         .args(["sql", "--data"])

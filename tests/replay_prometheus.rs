@@ -336,6 +336,36 @@ fn replay_from_prometheus_names_what_eval_names() {
         })
         .collect();
     assert_eq!(stored, expected, "replayed_verdicts");
+    let runs = common::sql_rows(
+        &store,
+        "SELECT uniqExact(run_id), any(source), toUnixTimestamp64Milli(any(period_from)), toUnixTimestamp64Milli(any(period_to)) FROM replayed_verdicts",
+    );
+    assert_eq!(
+        runs,
+        [[
+            "1".to_string(),
+            "prometheus".to_string(),
+            FIRST_START_MS.to_string(),
+            last_end_ms.to_string()
+        ]],
+        "{runs:?}"
+    );
+    // Writing needs a store named: without --data or --config, nothing is read or written.
+    let unnamed = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["replay", "--write", "--prometheus", &url, "--from"])
+        .arg(rfc3339(FIRST_START_MS))
+        .arg("--to")
+        .arg(rfc3339(last_end_ms))
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        unnamed.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&unnamed.stderr)
+    );
+    assert!(!dir.join("data").exists(), "a store was made in the current directory");
     drop(guard);
     let _ = std::fs::remove_dir_all(&dir);
 }

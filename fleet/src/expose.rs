@@ -55,12 +55,19 @@ fn beam_vm(out: &mut Out, processes: f64, run_queue: f64, process_bytes: f64, re
 }
 
 /// The inbound metrics of `mesh`'s sidecar beside an instance of workload `destination`
-/// called by `source`, if there is one.
-fn sidecar(out: &mut Out, mesh: Mesh, source: &str, destination: &str, bounds: &[f64], by_status: &[ByStatus]) {
+/// called by `source`, serving gRPC or plain HTTP, if there is one.
+fn sidecar(
+    out: &mut Out,
+    mesh: Mesh,
+    (source, destination, grpc): (&str, &str, bool),
+    bounds: &[f64],
+    by_status: &[ByStatus],
+) {
     let peers = Peers {
         source,
         destination,
         namespace: "prod",
+        grpc,
     };
     match mesh {
         Mesh::None => {}
@@ -118,8 +125,7 @@ fn render(fleet: &Fleet, index: usize) -> String {
             sidecar(
                 &mut out,
                 instrumentation.mesh,
-                "istio-ingressgateway",
-                "api",
+                ("istio-ingressgateway", "api", false),
                 &API_BUCKETS,
                 &api.by_status(),
             );
@@ -381,8 +387,11 @@ fn render(fleet: &Fleet, index: usize) -> String {
             sidecar(
                 &mut out,
                 instrumentation.mesh,
-                "api",
-                "backend",
+                (
+                    "api",
+                    "backend",
+                    instrumentation.backend == BackendInstrumentation::Grpc,
+                ),
                 &BACKEND_BUCKETS,
                 &by_status,
             );

@@ -92,28 +92,39 @@ pub(crate) struct Peers<'a> {
     pub(crate) destination: &'a str,
     /// The namespace both run in.
     pub(crate) namespace: &'a str,
+    /// Whether the instance serves gRPC (answered HTTP 200, the outcome in a gRPC status
+    /// label) rather than plain HTTP.
+    pub(crate) grpc: bool,
 }
 
 /// Istio's standard metrics as the server-side sidecar reports them (istio.io, "Istio
 /// Standard Metrics"; `reporter="destination"`): `istio_requests_total` by `response_code`
-/// and the histogram `istio_request_duration_milliseconds` (bounds and sums in
-/// milliseconds), with the source and destination workloads.
+/// (by `grpc_response_status` for gRPC) and the histogram `istio_request_duration_milliseconds`
+/// (bounds and sums in milliseconds), with the source and destination workloads.
 pub(crate) fn istio(out: &mut Out, peers: &Peers, bounds: &[f64], by_status: &[ByStatus]) {
     let service = format!("{}.{}.svc.cluster.local", peers.destination, peers.namespace);
+    // A gRPC call is answered HTTP 200 whatever its outcome; its gRPC status says how it
+    // ended (0 OK, 14 Unavailable). The application's own 5xx carries no response flag
+    // (Envoy sets flags for what it did itself: a reset, a timeout, an exhausted retry).
     let labels = |code: &'static str| {
-        let flags = if code.starts_with('5') { "URX" } else { "-" };
-        [
+        let mut labels = vec![
             ("connection_security_policy", "mutual_tls"),
             ("destination_service", service.as_str()),
             ("destination_workload", peers.destination),
             ("destination_workload_namespace", peers.namespace),
+        ];
+        if peers.grpc {
+            labels.push(("grpc_response_status", if code.starts_with('2') { "0" } else { "14" }));
+        }
+        labels.extend([
             ("reporter", "destination"),
-            ("request_protocol", "http"),
-            ("response_code", code),
-            ("response_flags", flags),
+            ("request_protocol", if peers.grpc { "grpc" } else { "http" }),
+            ("response_code", if peers.grpc { "200" } else { code }),
+            ("response_flags", "-"),
             ("source_workload", peers.source),
             ("source_workload_namespace", peers.namespace),
-        ]
+        ]);
+        labels
     };
     out.family("istio_requests_total", "counter", "Total requests.");
     for (code, count, _, _) in by_status {
@@ -138,24 +149,29 @@ pub(crate) fn istio(out: &mut Out, peers: &Peers, bounds: &[f64], by_status: &[B
 }
 
 /// Linkerd's proxy metrics, inbound (linkerd.io, "Proxy Metrics"): `response_total` by
-/// `status_code` and `classification` (`failure` for a 5xx), and the histogram
-/// `response_latency_ms` by `status_code` (bounds and sums in milliseconds).
+/// `status_code` (and `grpc_status` for gRPC) and `classification` (`failure` for a 5xx or a
+/// gRPC status other than 0), and the histogram `response_latency_ms` (bounds and sums in
+/// milliseconds).
 pub(crate) fn linkerd(out: &mut Out, peers: &Peers, bounds: &[f64], by_status: &[ByStatus]) {
     let authority = format!("{}.{}.svc.cluster.local:8080", peers.destination, peers.namespace);
+    // As for Istio: a gRPC call is HTTP 200 and its `grpc_status` says how it ended.
+    let labels = |code: &'static str, with_classification: bool| {
+        let failed = !code.starts_with('2');
+        let mut labels = vec![("authority", authority.as_str())];
+        if with_classification {
+            labels.push(("classification", if failed { "failure" } else { "success" }));
+        }
+        labels.push(("direction", "inbound"));
+        if peers.grpc {
+            labels.push(("grpc_status", if failed { "14" } else { "0" }));
+        }
+        labels.push(("status_code", if peers.grpc { "200" } else { code }));
+        labels.push(("tls", "true"));
+        labels
+    };
     out.family("response_total", "counter", "Total count of HTTP responses.");
     for (code, count, _, _) in by_status {
-        let classification = if code.starts_with('5') { "failure" } else { "success" };
-        out.sample(
-            "response_total",
-            &[
-                ("authority", &authority),
-                ("classification", classification),
-                ("direction", "inbound"),
-                ("status_code", code),
-                ("tls", "true"),
-            ],
-            count.floor(),
-        );
+        out.sample("response_total", &labels(code, true), count.floor());
     }
     let milliseconds: Vec<f64> = bounds.iter().map(|bound| bound * 1000.0).collect();
     out.family(
@@ -166,12 +182,7 @@ pub(crate) fn linkerd(out: &mut Out, peers: &Peers, bounds: &[f64], by_status: &
     for (code, count, sum, buckets) in by_status {
         out.histogram(
             "response_latency_ms",
-            &[
-                ("authority", &authority),
-                ("direction", "inbound"),
-                ("status_code", code),
-                ("tls", "true"),
-            ],
+            &labels(code, false),
             &milliseconds,
             buckets,
             *count,
@@ -234,12 +245,13 @@ mod tests {
             source: "api",
             destination: "backend",
             namespace: "prod",
+            grpc: false,
         };
         let mut out = out();
         istio(&mut out, &peers, &[0.1, 1.0], &requests());
         let text = out.text;
         assert!(
-            text.contains("response_code=\"500\",response_flags=\"URX\",source_workload=\"api\""),
+            text.contains("response_code=\"500\",response_flags=\"-\",source_workload=\"api\""),
             "{text}"
         );
         assert!(text.contains("le=\"100\"} 80 1000"), "{text}");

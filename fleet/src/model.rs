@@ -105,8 +105,11 @@ pub(crate) struct Api {
     latency_sum: f64,
     latency_count: f64,
     buckets: Vec<f64>,
-    /// The part of `latency_sum` and `buckets` that went to requests answered 503, for
-    /// exporters that keep a histogram per status code (OpenTelemetry, a mesh's sidecar).
+    /// `latency_sum` and `buckets` split by answer, 200 and 503, for exporters that keep a
+    /// histogram per status code (OpenTelemetry, a mesh's sidecar). Each accumulates its own
+    /// share, so each only grows (a difference of two sums could dip by a rounding error).
+    ok_latency_sum: f64,
+    ok_buckets: Vec<f64>,
     error_latency_sum: f64,
     error_buckets: Vec<f64>,
     /// Fraction of last second's requests that failed or were throttled (what clients retry).
@@ -274,6 +277,7 @@ impl Fleet {
                     index,
                     Api {
                         buckets: vec![0.0; API_BUCKETS.len()],
+                        ok_buckets: vec![0.0; API_BUCKETS.len()],
                         error_buckets: vec![0.0; API_BUCKETS.len()],
                         storm: 1.0,
                         ..Api::default()
@@ -449,10 +453,18 @@ impl Fleet {
             api.throttled += throttled;
             api.latency_sum += passed * latency;
             api.latency_count += passed;
+            api.ok_latency_sum += passed * (1.0 - error) * latency;
             api.error_latency_sum += passed * error * latency;
-            for ((bucket, error_bucket), bound) in api.buckets.iter_mut().zip(&mut api.error_buckets).zip(API_BUCKETS) {
+            for (((bucket, ok_bucket), error_bucket), bound) in api
+                .buckets
+                .iter_mut()
+                .zip(&mut api.ok_buckets)
+                .zip(&mut api.error_buckets)
+                .zip(API_BUCKETS)
+            {
                 let below = passed * lognormal_cdf(bound, latency * 0.85, 0.45);
                 *bucket += below;
+                *ok_bucket += below * (1.0 - error);
                 *error_bucket += below * error;
             }
             dc_offered[dc] += passed;
@@ -1090,19 +1102,8 @@ impl Api {
     /// requests, seconds in total, cumulative counts over [`API_BUCKETS`]). 200 and 503 share
     /// the instance's latency; a 429 is refused at once (counted in the lowest bucket, 1 ms).
     pub(crate) fn by_status(&self) -> [(&'static str, f64, f64, Vec<f64>); 3] {
-        let ok_buckets = self
-            .buckets
-            .iter()
-            .zip(&self.error_buckets)
-            .map(|(all, error)| (all - error).max(0.0))
-            .collect();
         [
-            (
-                "200",
-                self.ok,
-                (self.latency_sum - self.error_latency_sum).max(0.0),
-                ok_buckets,
-            ),
+            ("200", self.ok, self.ok_latency_sum, self.ok_buckets.clone()),
             (
                 "429",
                 self.throttled,

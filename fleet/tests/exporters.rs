@@ -497,3 +497,167 @@ async fn a_served_fleet_lists_itself_for_file_sd() {
     assert_eq!(redis["targets"][0], served.address.as_str());
     let _ = stop.send(true);
 }
+
+/// `fleet.instrumentation` changes names, never requests: every exposition of the API tier
+/// and the backend still parses strictly; its counters (`_total`, and every histogram's
+/// `_bucket`, `_count` and `_sum`) never decrease from one second to the next, through a
+/// datacenter degradation that fails requests and a retry storm that throttles them; and
+/// OpenTelemetry's and the sidecars' counts per status equal what the default instrumentation
+/// counts on the same seed (client_python's `http_requests_total{code}`, Micrometer's
+/// `http_server_requests_seconds_count{status}`).
+#[test]
+fn instrumented_request_families_count_the_same_requests_and_only_grow() {
+    use epicenter_fleet::scenario::{ApiInstrumentation, BackendInstrumentation, Instrumentation, Mesh};
+    /// Series key (`name{labels}`) → value, of the counters in `text`.
+    fn counters(text: &str) -> BTreeMap<String, f64> {
+        text.lines()
+            .filter(|line| !line.starts_with('#'))
+            .filter_map(|line| {
+                let mut fields = line.rsplitn(3, ' ');
+                let (_, value, series) = (fields.next()?, fields.next()?, fields.next()?);
+                let name = series.split('{').next().unwrap();
+                ["_total", "_bucket", "_count", "_sum"]
+                    .iter()
+                    .any(|suffix| name.ends_with(suffix))
+                    .then(|| (series.to_string(), value.parse().unwrap()))
+            })
+            .collect()
+    }
+    let otel_istio = Instrumentation {
+        api: ApiInstrumentation::Otel,
+        backend: BackendInstrumentation::Otel,
+        mesh: Mesh::Istio,
+    };
+    let grpc_linkerd = Instrumentation {
+        api: ApiInstrumentation::ClientPython,
+        backend: BackendInstrumentation::Grpc,
+        mesh: Mesh::Linkerd,
+    };
+    for name in ["dc-network-degradation", "api-retry-storm"] {
+        let mut scenario = Scenario::load(name).unwrap();
+        let mut plain = Fleet::new(&scenario, START_MS);
+        scenario.fleet.instrumentation = otel_istio;
+        let mut first = Fleet::new(&scenario, START_MS);
+        scenario.fleet.instrumentation = grpc_linkerd;
+        let mut second = Fleet::new(&scenario, START_MS);
+        let serving: Vec<usize> = plain
+            .instances()
+            .iter()
+            .enumerate()
+            .filter(|(_, instance)| matches!(instance.service, Service::Api | Service::Backend))
+            .map(|(index, _)| index)
+            .collect();
+        let mut before: BTreeMap<(usize, usize), BTreeMap<String, f64>> = BTreeMap::new();
+        let mut errors_seen = 0.0;
+        for second_of_run in 1..=600 {
+            plain.step();
+            first.step();
+            second.step();
+            if second_of_run % 5 != 0 {
+                continue;
+            }
+            for &index in &serving {
+                let texts = [plain.render(index), first.render(index), second.render(index)];
+                for (variant, text) in texts.iter().enumerate() {
+                    let exposition = parse(
+                        text.as_bytes(),
+                        ParseOptions {
+                            format: FormatChoice::Text,
+                            validation: Validation::Strict,
+                        },
+                    )
+                    .unwrap_or_else(|error| panic!("{name} variant {variant}: {error}"));
+                    assert!(exposition.warnings.is_empty(), "{:?}", exposition.warnings);
+                    let now = counters(text);
+                    if let Some(earlier) = before.get(&(index, variant)) {
+                        for (series, value) in &now {
+                            let old = earlier.get(series).copied().unwrap_or(0.0);
+                            assert!(
+                                *value >= old,
+                                "{name} variant {variant} at {second_of_run}s: {series} fell from {old} to {value}"
+                            );
+                        }
+                    }
+                    before.insert((index, variant), now);
+                }
+                let [plain_text, first_text, second_text] = &texts;
+                let (plain, first, second) = (counters(plain_text), counters(first_text), counters(second_text));
+                let sum = |map: &BTreeMap<String, f64>, name: &str, label: &str| -> f64 {
+                    map.iter()
+                        .filter(|(series, _)| series.starts_with(&format!("{name}{{")) && series.contains(label))
+                        .map(|(_, value)| value)
+                        .sum()
+                };
+                let service = plain_text.contains("api_workers_busy");
+                if service {
+                    for (code, otel_code) in [
+                        ("code=\"200\"", "http_response_status_code=\"200\""),
+                        ("code=\"429\"", "http_response_status_code=\"429\""),
+                        ("code=\"503\"", "http_response_status_code=\"503\""),
+                    ] {
+                        let expected = sum(&plain, "http_requests_total", code);
+                        assert_eq!(
+                            sum(&first, "http_server_request_duration_seconds_count", otel_code),
+                            expected,
+                            "{name} {code}"
+                        );
+                        assert_eq!(
+                            sum(
+                                &first,
+                                "istio_requests_total",
+                                &otel_code.replace("http_response_status_code", "response_code")
+                            ),
+                            expected,
+                            "{name} istio {code}"
+                        );
+                        assert_eq!(
+                            sum(
+                                &second,
+                                "response_total",
+                                &otel_code.replace("http_response_status_code", "status_code")
+                            ),
+                            expected,
+                            "{name} linkerd {code}"
+                        );
+                    }
+                } else {
+                    let ok = sum(&plain, "http_server_requests_seconds_count", "status=\"200\"");
+                    let failed = sum(&plain, "http_server_requests_seconds_count", "status=\"500\"");
+                    errors_seen += failed;
+                    assert_eq!(
+                        sum(
+                            &first,
+                            "http_server_request_duration_seconds_count",
+                            "http_response_status_code=\"500\""
+                        ),
+                        failed,
+                        "{name}"
+                    );
+                    assert_eq!(
+                        sum(&second, "grpc_server_handled_total", "grpc_code=\"OK\""),
+                        ok,
+                        "{name}"
+                    );
+                    assert_eq!(
+                        sum(&second, "grpc_server_handled_total", "grpc_code=\"Unavailable\""),
+                        failed,
+                        "{name}"
+                    );
+                    // Started counts every call, floored once: at most one more than the
+                    // handled ones floored apiece (a call in flight, as a server would show).
+                    let started = sum(&second, "grpc_server_started_total", "");
+                    assert!(
+                        (ok + failed..=ok + failed + 1.0).contains(&started),
+                        "{name}: {started} started, {ok} + {failed} handled"
+                    );
+                }
+            }
+        }
+        if name == "dc-network-degradation" {
+            assert!(
+                errors_seen > 0.0,
+                "{name}: no backend request failed, the check proved nothing"
+            );
+        }
+    }
+}

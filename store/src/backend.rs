@@ -118,21 +118,7 @@ impl Store {
         }
         {
             let path = config.embedded_path();
-            if !path.exists() {
-                return Err(OpenError::Failed(format!(
-                    "no epicenter store at {} (relative paths are read from the current directory): run `epicenter run` first, or pass --config or --data naming the store",
-                    path.display()
-                )));
-            }
-            // chDB makes any directory a store on open; a folder without the `epicenter`
-            // database's definition (`metadata/epicenter.sql`, which `run` and `demo` leave) is
-            // someone else's, and reading it must not write a store into it.
-            if !path.join("metadata").join("epicenter.sql").is_file() {
-                return Err(OpenError::Failed(format!(
-                    "{} is not an epicenter store (no metadata/epicenter.sql in it, as `epicenter run` and `epicenter demo` leave): pass --config or --data naming the store",
-                    path.display()
-                )));
-            }
+            check_embedded_store(&path)?;
             let store = EmbeddedStore::open(&path, EMBEDDED_DATABASE).map_err(|error| match error {
                 crate::chdb::ChdbError::Held { .. } => OpenError::Held(error.to_string()),
                 error => OpenError::Failed(error.to_string()),
@@ -142,6 +128,20 @@ impl Store {
                 .map_err(|error| OpenError::Failed(format!("embedded store at {}: {error}", path.display())))?;
             Ok(Store::Embedded(Arc::new(store)))
         }
+    }
+
+    /// Opens the store `config` names to write into it, as [`Store::open`] does (the schema
+    /// made current), but only if it exists: the same checks as [`Store::open_existing`]
+    /// (an embedded store's folder must hold the `epicenter` database), so a mistyped path
+    /// is an error rather than a new empty store.
+    pub fn open_existing_for_writing(
+        config: &StorageConfig,
+        runtime: &tokio::runtime::Runtime,
+    ) -> Result<Store, OpenError> {
+        if config.clickhouse.is_none() {
+            check_embedded_store(&config.embedded_path())?;
+        }
+        Store::open(config, runtime)
     }
 
     /// The live SQL endpoint ([`crate::endpoint`]) of the epicenter that holds the embedded
@@ -297,16 +297,39 @@ impl Store {
 
     /// Appends one verdict event to `verdicts`.
     pub async fn write_verdict(&self, row: &VerdictRow) -> Result<(), String> {
-        self.execute(insert_verdict("verdicts", row)).await
+        self.execute(format!(
+            "INSERT INTO verdicts ({VERDICT_COLUMNS}) VALUES ({})",
+            verdict_values(row)
+        ))
+        .await
     }
 
-    /// Appends the verdict events of a replay (`epicenter replay --write`) to
-    /// `replayed_verdicts` (created with the schema, [`Store::open`]). Each call appends:
-    /// replaying a period twice stores its events twice, with the same `id`s and two
-    /// `replayed_at`s. Errors: the engine's or server's answer to the insert that failed.
-    pub async fn write_replayed_verdicts(&self, rows: &[VerdictRow]) -> Result<(), String> {
-        for row in rows {
-            self.execute(insert_verdict("replayed_verdicts", row)).await?;
+    /// Appends the verdict events of one replay (`epicenter replay --write`) to
+    /// `replayed_verdicts` (created with the schema, [`Store::open`]), each row stamped with
+    /// `run`: its id, what was replayed and when. Inserts of at most 500 rows, so a long
+    /// replay is a few parts, not one per event. Each run appends: replaying a period twice
+    /// stores its events twice, under two run ids. Errors: the engine's or server's answer to
+    /// the insert that failed (the rows of earlier inserts of the run stay).
+    pub async fn write_replayed_verdicts(&self, run: &ReplayRun, rows: &[VerdictRow]) -> Result<(), String> {
+        let time = |ms: Option<i64>| ms.map_or("NULL".to_string(), |ms| format!("fromUnixTimestamp64Milli({ms})"));
+        let stamp = format!(
+            "{}, {}, {}, {}, fromUnixTimestamp64Milli({})",
+            quote(&run.run_id),
+            quote(&run.source),
+            time(run.from_ms),
+            time(run.to_ms),
+            run.replayed_at_ms
+        );
+        for chunk in rows.chunks(500) {
+            let values: Vec<String> = chunk
+                .iter()
+                .map(|row| format!("({}, {stamp})", verdict_values(row)))
+                .collect();
+            self.execute(format!(
+                "INSERT INTO replayed_verdicts ({VERDICT_COLUMNS}, run_id, source, period_from, period_to, replayed_at) VALUES {}",
+                values.join(", ")
+            ))
+            .await?;
         }
         Ok(())
     }
@@ -342,10 +365,35 @@ pub fn is_read_only_refusal(message: &str) -> bool {
 
 pub use crate::schema::quote;
 
-/// `INSERT INTO table` of one verdict event (the columns of `verdicts`).
-fn insert_verdict(table: &str, row: &VerdictRow) -> String {
+/// Whether `path` holds an epicenter embedded store: an error naming the path when it does
+/// not exist or holds no `epicenter` database (see [`Store::open_existing`]).
+fn check_embedded_store(path: &std::path::Path) -> Result<(), OpenError> {
+    if !path.exists() {
+        return Err(OpenError::Failed(format!(
+            "no epicenter store at {} (relative paths are read from the current directory): run `epicenter run` first, or pass --config or --data naming the store",
+            path.display()
+        )));
+    }
+    // chDB makes any directory a store on open; a folder without the `epicenter`
+    // database's definition (`metadata/epicenter.sql`, which `run` and `demo` leave) is
+    // someone else's, and reading it must not write a store into it.
+    if !path.join("metadata").join("epicenter.sql").is_file() {
+        return Err(OpenError::Failed(format!(
+            "{} is not an epicenter store (no metadata/epicenter.sql in it, as `epicenter run` and `epicenter demo` leave): pass --config or --data naming the store",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The columns of `verdicts`, in the order [`verdict_values`] gives them.
+const VERDICT_COLUMNS: &str =
+    "time, id, state, kind, dc, dcs, hosts, service, instances, confidence, onset, opened, evidence";
+
+/// One verdict event as SQL values for [`VERDICT_COLUMNS`] (without the parentheses).
+fn verdict_values(row: &VerdictRow) -> String {
     format!(
-        "INSERT INTO {table} (time, id, state, kind, dc, dcs, hosts, service, instances, confidence, onset, opened, evidence) VALUES (fromUnixTimestamp64Milli({}), {}, {}, {}, {}, {}, {}, {}, {}, {}, fromUnixTimestamp64Milli({}), fromUnixTimestamp64Milli({}), {})",
+        "fromUnixTimestamp64Milli({}), {}, {}, {}, {}, {}, {}, {}, {}, {}, fromUnixTimestamp64Milli({}), fromUnixTimestamp64Milli({}), {}",
         row.time_ms,
         quote(&row.id),
         quote(&row.state),
@@ -360,6 +408,39 @@ fn insert_verdict(table: &str, row: &VerdictRow) -> String {
         row.opened_ms,
         quote(&row.evidence_json)
     )
+}
+
+/// One run of `epicenter replay --write`, as [`Store::write_replayed_verdicts`] stamps its
+/// rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayRun {
+    /// This run's id: 32 random hex digits, printed by the command so its rows can be found.
+    pub run_id: String,
+    /// Where the samples came from: `store`, or `prometheus` (the server's address is not
+    /// kept: it may carry credentials).
+    pub source: String,
+    /// The period replayed, ms since the epoch; `None` where it was left open (from the first
+    /// or to the last stored sample).
+    pub from_ms: Option<i64>,
+    /// See `from_ms`.
+    pub to_ms: Option<i64>,
+    /// When the run wrote, ms since the epoch (the wall clock).
+    pub replayed_at_ms: i64,
+}
+
+impl ReplayRun {
+    /// A run starting now, with a new random id.
+    pub fn new(source: &str, from_ms: Option<i64>, to_ms: Option<i64>) -> ReplayRun {
+        ReplayRun {
+            run_id: format!("{:032x}", rand::random::<u128>()),
+            source: source.to_string(),
+            from_ms,
+            to_ms,
+            replayed_at_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |elapsed| elapsed.as_millis() as i64),
+        }
+    }
 }
 
 /// A ClickHouse `Array(String)` literal of `values`: `['a', 'b']`.

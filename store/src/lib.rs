@@ -31,7 +31,7 @@ pub mod schema;
 pub mod spool;
 pub mod writer;
 
-pub use backend::{OpenError, Store, EMBEDDED_DATABASE};
+pub use backend::{OpenError, ReplayRun, Store, EMBEDDED_DATABASE};
 pub use chdb::{exit_now, library_path, Chdb, ChdbError, CHDB_VERSION};
 pub use embedded::EmbeddedStore;
 pub use rows::{Labels, Placement, SampleRow, ScrapeOutcome, ScrapeReport, Series};

@@ -146,7 +146,8 @@ const VERDICTS_TABLE: TableSpec = TableSpec {
 };
 
 /// `replayed_verdicts`: the verdict events `epicenter replay --write` found, with the columns
-/// of `verdicts` and when they were written (`replayed_at`), apart from the live ones so that
+/// of `verdicts` and the run that found them (`run_id`, `source`, the period, `replayed_at`:
+/// one value per run, [`crate::backend::ReplayRun`]), apart from the live ones so that
 /// nothing replayed pages, resolves or shows as a live incident. A replay usually looks at a
 /// past period, possibly older than the retention: rows expire by when they were written,
 /// not by the time they speak of.
@@ -165,11 +166,15 @@ const REPLAYED_VERDICTS_TABLE: TableSpec = TableSpec {
                 onset DateTime64(3, 'UTC'),
                 opened DateTime64(3, 'UTC'),
                 evidence String,
-                replayed_at DateTime('UTC') DEFAULT now()",
+                run_id String,
+                source LowCardinality(String),
+                period_from Nullable(DateTime64(3, 'UTC')),
+                period_to Nullable(DateTime64(3, 'UTC')),
+                replayed_at DateTime64(3, 'UTC')",
     engine: "MergeTree",
     tail: "PARTITION BY toDate(replayed_at)
-            ORDER BY (time, id)
-            TTL replayed_at + toIntervalSecond({ttl})",
+            ORDER BY (run_id, time, id)
+            TTL toDateTime(replayed_at) + toIntervalSecond({ttl})",
     sharding_key: "rand()",
 };
 

@@ -83,7 +83,10 @@ pub(crate) fn free_port() -> u16 {
         .ok()
         .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
         .unwrap_or(32_768);
-    let low = 10_000u16.min(ephemeral_low.saturating_sub(1_000));
+    // Never a privileged port (below 1024), never 0; at least a thousand candidates even when
+    // the ephemeral range starts low.
+    let ephemeral_low = ephemeral_low.max(2_048);
+    let low = 10_000u16.min(ephemeral_low.saturating_sub(1_000)).max(1_024);
     let span = u32::from(ephemeral_low - low);
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

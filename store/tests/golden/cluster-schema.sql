@@ -131,11 +131,15 @@ CREATE TABLE IF NOT EXISTS epicenter.replayed_verdicts_local ON CLUSTER 'main' (
                 onset DateTime64(3, 'UTC'),
                 opened DateTime64(3, 'UTC'),
                 evidence String,
-                replayed_at DateTime('UTC') DEFAULT now()
+                run_id String,
+                source LowCardinality(String),
+                period_from Nullable(DateTime64(3, 'UTC')),
+                period_to Nullable(DateTime64(3, 'UTC')),
+                replayed_at DateTime64(3, 'UTC')
             ) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')
             PARTITION BY toDate(replayed_at)
-            ORDER BY (time, id)
-            TTL replayed_at + toIntervalSecond(2592000);
+            ORDER BY (run_id, time, id)
+            TTL toDateTime(replayed_at) + toIntervalSecond(2592000);
 
 CREATE TABLE IF NOT EXISTS epicenter.replayed_verdicts ON CLUSTER 'main' AS epicenter.replayed_verdicts_local
             ENGINE = Distributed('main', 'epicenter', 'replayed_verdicts_local', rand());
