@@ -15,16 +15,7 @@ use std::process::Command;
 
 mod common;
 
-fn eval(arguments: &[&str]) -> serde_json::Value {
-    let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
-        .arg("eval")
-        .arg("--json")
-        .args(arguments)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    serde_json::from_slice(&output.stdout).unwrap()
-}
+use common::eval_json as eval;
 
 fn check(report: &serde_json::Value) {
     let overall = &report["overall"];

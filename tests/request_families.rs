@@ -13,19 +13,9 @@
 #![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-/// `epicenter eval --json ARGS`, parsed.
-fn eval(arguments: &[&str]) -> serde_json::Value {
-    let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
-        .arg("eval")
-        .arg("--json")
-        .args(arguments)
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    serde_json::from_slice(&output.stdout).unwrap()
-}
+mod common;
+use common::eval_json as eval;
 
 fn repository(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(path)

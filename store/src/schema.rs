@@ -123,9 +123,10 @@ const ANOMALIES_TABLE: TableSpec = TableSpec {
     sharding_key: "rand()",
 };
 
-const VERDICTS_TABLE: TableSpec = TableSpec {
-    name: "verdicts",
-    columns: "time DateTime64(3, 'UTC'),
+/// The columns of `verdicts`, which `replayed_verdicts` repeats before its own.
+macro_rules! verdict_columns {
+    () => {
+        "time DateTime64(3, 'UTC'),
                 id String,
                 state LowCardinality(String),
                 kind LowCardinality(String),
@@ -137,7 +138,13 @@ const VERDICTS_TABLE: TableSpec = TableSpec {
                 confidence Float64,
                 onset DateTime64(3, 'UTC'),
                 opened DateTime64(3, 'UTC'),
-                evidence String",
+                evidence String"
+    };
+}
+
+const VERDICTS_TABLE: TableSpec = TableSpec {
+    name: "verdicts",
+    columns: verdict_columns!(),
     engine: "MergeTree",
     tail: "PARTITION BY toDate(time)
             ORDER BY (time, id)
@@ -153,24 +160,15 @@ const VERDICTS_TABLE: TableSpec = TableSpec {
 /// not by the time they speak of.
 const REPLAYED_VERDICTS_TABLE: TableSpec = TableSpec {
     name: "replayed_verdicts",
-    columns: "time DateTime64(3, 'UTC'),
-                id String,
-                state LowCardinality(String),
-                kind LowCardinality(String),
-                dc LowCardinality(String),
-                dcs Array(String),
-                hosts Array(String),
-                service LowCardinality(String),
-                instances Array(String),
-                confidence Float64,
-                onset DateTime64(3, 'UTC'),
-                opened DateTime64(3, 'UTC'),
-                evidence String,
+    columns: concat!(
+        verdict_columns!(),
+        ",
                 run_id String,
                 source LowCardinality(String),
                 period_from Nullable(DateTime64(3, 'UTC')),
                 period_to Nullable(DateTime64(3, 'UTC')),
-                replayed_at DateTime64(3, 'UTC')",
+                replayed_at DateTime64(3, 'UTC')"
+    ),
     engine: "MergeTree",
     tail: "PARTITION BY toDate(replayed_at)
             ORDER BY (run_id, time, id)

@@ -597,3 +597,15 @@ pub(crate) fn redis_server(binary: &std::path::Path, port: u16, dir: &std::path:
         .stderr(std::process::Stdio::null());
     command
 }
+
+/// `epicenter eval --json ARGUMENTS`, parsed; panics with eval's stderr when it fails.
+pub(crate) fn eval_json(arguments: &[&str]) -> serde_json::Value {
+    let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .arg("eval")
+        .arg("--json")
+        .args(arguments)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
