@@ -122,13 +122,15 @@ fn render(fleet: &Fleet, index: usize) -> String {
                     instrument::otel_http(&mut out, "/v1/sessions", &API_BUCKETS, &api.by_status())
                 }
             }
-            sidecar(
-                &mut out,
-                instrumentation.mesh,
-                ("istio-ingressgateway", "api", false),
-                &API_BUCKETS,
-                &api.by_status(),
-            );
+            if instrumentation.mesh != Mesh::None {
+                sidecar(
+                    &mut out,
+                    instrumentation.mesh,
+                    ("istio-ingressgateway", "api", false),
+                    &API_BUCKETS,
+                    &api.by_status(),
+                );
+            }
             out.family("api_workers_busy", "gauge", "Worker processes handling a request.");
             out.sample("api_workers_busy", &[], busy.round());
             out.family("api_workers_max", "gauge", "Worker processes configured.");
@@ -336,8 +338,8 @@ fn render(fleet: &Fleet, index: usize) -> String {
             out.sample("jvm_gc_pause_seconds_max", &gc, view.gc.2);
             let instrumentation = fleet.scenario().fleet.instrumentation;
             let by_status = [
-                ("200", view.ok.0, view.ok.1, view.ok.2.to_vec()),
-                ("500", view.errors.0, view.errors.1, view.errors.2.to_vec()),
+                ("200", view.ok.0, view.ok.1, view.ok.2.into()),
+                ("500", view.errors.0, view.errors.1, view.errors.2.into()),
             ];
             match instrumentation.backend {
                 BackendInstrumentation::Micrometer => {

@@ -9,8 +9,9 @@
 use crate::text::Out;
 
 /// Requests answered with one HTTP status code: (code, requests, seconds in total,
-/// cumulative request counts at each bound of the histogram's bounds). All three grow only.
-pub(crate) type ByStatus = (&'static str, f64, f64, Vec<f64>);
+/// cumulative request counts at each bound of the histogram's bounds, borrowed from the
+/// model where it keeps them). All three grow only.
+pub(crate) type ByStatus<'a> = (&'static str, f64, f64, std::borrow::Cow<'a, [f64]>);
 
 /// OpenTelemetry's `http.server.request.duration` (semantic conventions 1.26, "HTTP
 /// metrics"), seconds, as the OpenTelemetry Prometheus exporter names it: the histogram
@@ -126,26 +127,17 @@ pub(crate) fn istio(out: &mut Out, peers: &Peers, bounds: &[f64], by_status: &[B
         ]);
         labels
     };
-    out.family("istio_requests_total", "counter", "Total requests.");
-    for (code, count, _, _) in by_status {
-        out.sample("istio_requests_total", &labels(code), count.floor());
-    }
-    let milliseconds: Vec<f64> = bounds.iter().map(|bound| bound * 1000.0).collect();
-    out.family(
-        "istio_request_duration_milliseconds",
-        "histogram",
-        "Request duration in milliseconds.",
-    );
-    for (code, count, sum, buckets) in by_status {
-        out.histogram(
+    mesh_families(
+        out,
+        ("istio_requests_total", "Total requests.", &labels),
+        (
             "istio_request_duration_milliseconds",
-            &labels(code),
-            &milliseconds,
-            buckets,
-            *count,
-            sum * 1000.0,
-        );
-    }
+            "Request duration in milliseconds.",
+            &labels,
+        ),
+        bounds,
+        by_status,
+    );
 }
 
 /// Linkerd's proxy metrics, inbound (linkerd.io, "Proxy Metrics"): `response_total` by
@@ -169,20 +161,43 @@ pub(crate) fn linkerd(out: &mut Out, peers: &Peers, bounds: &[f64], by_status: &
         labels.push(("tls", "true"));
         labels
     };
-    out.family("response_total", "counter", "Total count of HTTP responses.");
+    mesh_families(
+        out,
+        ("response_total", "Total count of HTTP responses.", &|code| {
+            labels(code, true)
+        }),
+        (
+            "response_latency_ms",
+            "Elapsed times between a request's headers being received and its response stream completing",
+            &|code| labels(code, false),
+        ),
+        bounds,
+        by_status,
+    );
+}
+
+/// Labels of one status code's series.
+type LabelsOf<'a> = &'a dyn Fn(&'static str) -> Vec<(&'a str, &'a str)>;
+
+/// A sidecar's two families: a counter of requests per status code, and a histogram of their
+/// durations in milliseconds (`bounds` and sums given in seconds), each (name, help, labels).
+fn mesh_families(
+    out: &mut Out,
+    (counter, counter_help, counter_labels): (&str, &str, LabelsOf),
+    (histogram, histogram_help, histogram_labels): (&str, &str, LabelsOf),
+    bounds: &[f64],
+    by_status: &[ByStatus],
+) {
+    out.family(counter, "counter", counter_help);
     for (code, count, _, _) in by_status {
-        out.sample("response_total", &labels(code, true), count.floor());
+        out.sample(counter, &counter_labels(code), count.floor());
     }
     let milliseconds: Vec<f64> = bounds.iter().map(|bound| bound * 1000.0).collect();
-    out.family(
-        "response_latency_ms",
-        "histogram",
-        "Elapsed times between a request's headers being received and its response stream completing",
-    );
+    out.family(histogram, "histogram", histogram_help);
     for (code, count, sum, buckets) in by_status {
         out.histogram(
-            "response_latency_ms",
-            &labels(code, false),
+            histogram,
+            &histogram_labels(code),
             &milliseconds,
             buckets,
             *count,
@@ -205,10 +220,10 @@ mod tests {
     }
 
     /// 90 answers 200 taking 9 s in all, 10 answers 500 taking 2 s, bounds 0.1 s and 1 s.
-    fn requests() -> Vec<ByStatus> {
+    fn requests() -> Vec<ByStatus<'static>> {
         vec![
-            ("200", 90.0, 9.0, vec![80.0, 90.0]),
-            ("500", 10.0, 2.0, vec![5.0, 10.0]),
+            ("200", 90.0, 9.0, vec![80.0, 90.0].into()),
+            ("500", 10.0, 2.0, vec![5.0, 10.0].into()),
         ]
     }
 

@@ -1101,20 +1101,20 @@ impl Api {
     /// Requests by status code as an exporter with a histogram per code sees them: (code,
     /// requests, seconds in total, cumulative counts over [`API_BUCKETS`]). 200 and 503 share
     /// the instance's latency; a 429 is refused at once (counted in the lowest bucket, 1 ms).
-    pub(crate) fn by_status(&self) -> [(&'static str, f64, f64, Vec<f64>); 3] {
+    pub(crate) fn by_status(&self) -> [crate::instrument::ByStatus<'_>; 3] {
         [
-            ("200", self.ok, self.ok_latency_sum, self.ok_buckets.clone()),
+            ("200", self.ok, self.ok_latency_sum, self.ok_buckets.as_slice().into()),
             (
                 "429",
                 self.throttled,
                 self.throttled * 0.001,
-                vec![self.throttled; API_BUCKETS.len()],
+                vec![self.throttled; API_BUCKETS.len()].into(),
             ),
             (
                 "503",
                 self.server_errors,
                 self.error_latency_sum,
-                self.error_buckets.clone(),
+                self.error_buckets.as_slice().into(),
             ),
         ]
     }
