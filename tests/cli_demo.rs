@@ -377,6 +377,122 @@ fn fleet_serves_targets_listed_in_a_file_sd_file() {
     assert!(exit.success(), "{exit:?}");
 }
 
+/// `epicenter fleet` serving a scenario, scraped through its file_sd file by `epicenter run`
+/// with `detector` as the configuration's `detector:` section; both killed on drop.
+struct Live {
+    children: Vec<std::process::Child>,
+    server: String,
+    dir: PathBuf,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Live {
+    fn start(label: &str, scenario: &str, detector: &str) -> Live {
+        let dir = std::env::temp_dir().join(format!("epicenter-live-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let targets = dir.join("targets.json");
+        let fleet = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+            .args(["fleet", "--scenario", scenario, "--targets-file"])
+            .arg(&targets)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = format!("127.0.0.1:{}", common::free_port());
+        let mut live = Live {
+            children: vec![fleet],
+            server: server.clone(),
+            dir: dir.clone(),
+        };
+        assert!(wait_for_targets(&targets), "no targets file");
+        let config = dir.join("run.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global: {{scrape_interval: 500ms, scrape_timeout: 400ms}}\nserver: {{listen_address: '{server}'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}']}}]\nstorage:\n  embedded: {{path: '{}'}}\nplacement: {{instance_label: pod}}\n{detector}",
+                targets.display(),
+                dir.join("data").display()
+            ),
+        )
+        .unwrap();
+        let run = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+            .args(["run", "--for", "5m", "--config"])
+            .arg(&config)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        live.children.push(run);
+        live
+    }
+
+    /// The response (head and body) to `GET path` on epicenter's server; empty when it does
+    /// not answer yet.
+    fn get(&self, path: &str) -> String {
+        use std::io::{Read, Write};
+        let Ok(mut stream) = std::net::TcpStream::connect(&self.server) else {
+            return String::new();
+        };
+        let _ = write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.server
+        );
+        let mut response = String::new();
+        let _ = stream.read_to_string(&mut response);
+        response
+    }
+
+    /// The JSON document `GET path` answers (chunked or not), if it parses.
+    fn get_json(&self, path: &str) -> Option<serde_json::Value> {
+        let response = self.get(path);
+        let (_, body) = response.split_once("\r\n\r\n")?;
+        let start = body.find('{')?;
+        let end = body.rfind('}')? + 1;
+        serde_json::from_str(&body[start..end]).ok()
+    }
+
+    /// /api/v1/verdicts once a verdict is open (panics after [`VERDICT_WAIT`]).
+    fn first_verdict(&self) -> serde_json::Value {
+        let started = Instant::now();
+        while started.elapsed() < VERDICT_WAIT {
+            std::thread::sleep(Duration::from_millis(100));
+            if let Some(document) = self.get_json("/api/v1/verdicts") {
+                if document["data"]["open"].get(0).is_some() {
+                    return document;
+                }
+            }
+        }
+        panic!("no open verdict within {VERDICT_WAIT:?}")
+    }
+
+    /// Stops `run` with SIGTERM; it must exit 0. Returns what it printed.
+    fn stop(&mut self) -> String {
+        use std::io::Read;
+        let mut run = self.children.pop().unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(run.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let status = run.wait().unwrap();
+        let mut stdout = String::new();
+        run.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+        assert!(status.success(), "{status:?}\n{stdout}");
+        stdout
+    }
+}
+
 /// The detector inside `epicenter run`, on a fleet it does not own: `epicenter fleet`
 /// (node loss at its own 20x) scraped through file_sd; the verdict shows up at
 /// /api/v1/verdicts and as `epicenter_verdict_open` on /metrics, and `run` stops cleanly on
@@ -386,84 +502,19 @@ fn run_serves_the_live_verdict_over_http() {
     if !library_available() {
         return;
     }
-    use std::io::{Read, Write};
-    let dir = std::env::temp_dir().join(format!("epicenter-live-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let targets = dir.join("targets.json");
-    struct Guard(Vec<std::process::Child>);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            for child in &mut self.0 {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
-    }
-    let fleet = Command::new(env!("CARGO_BIN_EXE_epicenter"))
-        .args(["fleet", "--scenario", "redis-node-loss", "--targets-file"])
-        .arg(&targets)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut guard = Guard(vec![fleet]);
-    assert!(wait_for_targets(&targets), "no targets file");
-    let server = format!("127.0.0.1:{}", common::free_port());
-    let config = dir.join("run.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "global: {{scrape_interval: 500ms, scrape_timeout: 400ms}}\nserver: {{listen_address: '{server}'}}\nscrape_configs:\n  - job_name: fleet\n    file_sd_configs: [{{files: ['{}']}}]\nstorage:\n  embedded: {{path: '{}'}}\nplacement: {{instance_label: pod}}\ndetector:\n  dependencies:\n    - {{caller: api, callee: backend, same_dc: true}}\n    - {{caller: backend, callee: redis}}\n    - {{caller: backend, callee: db, same_dc: true}}\n    - {{caller: gateway, callee: voice, same_dc: true}}\n    - {{caller: voice, callee: media, same_dc: true}}\n",
-            targets.display(),
-            dir.join("data").display()
-        ),
-    )
-    .unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_epicenter"))
-        .args(["run", "--for", "5m", "--config"])
-        .arg(&config)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    guard.0.push(run);
-    let get = |path: &str| -> String {
-        let Ok(mut stream) = std::net::TcpStream::connect(&server) else {
-            return String::new();
-        };
-        let _ = write!(
-            stream,
-            "GET {path} HTTP/1.1\r\nHost: {server}\r\nConnection: close\r\n\r\n"
-        );
-        let mut response = String::new();
-        let _ = stream.read_to_string(&mut response);
-        response
-    };
-    let mut found = None;
-    let started = std::time::Instant::now();
-    while started.elapsed() < VERDICT_WAIT {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        let response = get("/api/v1/verdicts");
-        if let Some((_, body)) = response.split_once("\r\n\r\n") {
-            let body = body.trim_start_matches(|c: char| c.is_ascii_hexdigit() || c == '\r' || c == '\n');
-            let end = body.rfind('}').map_or(0, |at| at + 1);
-            if let Ok(document) = serde_json::from_str::<serde_json::Value>(&body[..end]) {
-                if document["data"]["open"].get(0).is_some() {
-                    found = Some(document);
-                    break;
-                }
-            }
-        }
-    }
-    let document = found.unwrap_or_else(|| panic!("no open verdict within {VERDICT_WAIT:?}"));
+    let mut live = Live::start(
+        "node-loss",
+        "redis-node-loss",
+        "detector:\n  dependencies:\n    - {caller: api, callee: backend, same_dc: true}\n    - {caller: backend, callee: redis}\n    - {caller: backend, callee: db, same_dc: true}\n    - {caller: gateway, callee: voice, same_dc: true}\n    - {caller: voice, callee: media, same_dc: true}\n",
+    );
+    let document = live.first_verdict();
     let open = &document["data"]["open"][0];
     assert_eq!(document["data"]["open"].as_array().map(Vec::len), Some(1), "{document}");
     assert_eq!(open["kind"], "node_loss", "{open}");
     assert_eq!(open["dc"], "dc-2", "{open}");
     assert_eq!(open["hosts"][0], "dc-2-host-3", "{open}");
     assert_eq!(document["data"]["history"][0]["state"], "opened");
-    let metrics = get("/metrics");
+    let metrics = live.get("/metrics");
     assert!(
         metrics.contains(
             "epicenter_verdict_open{dc=\"dc-2\",host=\"dc-2-host-3\",kind=\"node_loss\",service=\"redis\"} 1"
@@ -472,11 +523,7 @@ fn run_serves_the_live_verdict_over_http() {
     );
     // The dependency graph: 42 instances; backend → redis configured and observed (the pools
     // name their node); DOT on request.
-    let graph = get("/api/v1/graph");
-    let body = graph.split_once("\r\n\r\n").map_or("", |(_, body)| body);
-    let start = body.find('{').unwrap_or(0);
-    let end = body.rfind('}').map_or(0, |at| at + 1);
-    let document: serde_json::Value = serde_json::from_str(&body[start..end]).unwrap();
+    let document = live.get_json("/api/v1/graph").unwrap();
     assert_eq!(document["data"]["nodes"].as_array().unwrap().len(), 42);
     let edges = document["data"]["edges"].as_array().unwrap();
     assert!(
@@ -488,27 +535,112 @@ fn run_serves_the_live_verdict_over_http() {
     assert!(edges
         .iter()
         .all(|e| !(e["caller"] == "backend-1-1" && e["callee"] == "db-2-1")));
-    let dot = get("/api/v1/graph?format=dot");
+    let dot = live.get("/api/v1/graph?format=dot");
     assert!(
         dot.contains("text/vnd.graphviz") && dot.contains("digraph epicenter {"),
         "{dot}"
     );
-    let mut run = guard.0.pop().unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(run.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let status = run.wait().unwrap();
-    let mut stdout = String::new();
-    run.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
-    assert!(status.success(), "{status:?}");
+    let stdout = live.stop();
     assert!(
         stdout.contains("epicenter: VERDICT opened: node_loss of redis-2-1"),
         "{stdout}"
     );
-    drop(guard);
+}
+
+/// Issue 18: a fleet behind an Istio mesh, then a Linkerd one, with no `dependencies`
+/// configured. The sidecars' server-side series name their calling workload (Istio's
+/// `source_workload`, Linkerd's `client_id`), so
+/// /api/v1/graph shows api → backend in each datacenter as observed (beside the pools'
+/// observed backend → redis and backend → db; no configured edge, no api → backend across
+/// datacenters), and the slow
+/// callee of the shipped cold deploy (backend-1-1 and backend-1-2 slow after a restart) is
+/// named on its hosts.
+#[test]
+fn a_mesh_gives_the_graph_without_dependencies_and_the_slow_callee_is_named() {
+    if !library_available() {
+        return;
+    }
+    let scenario =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/backend-cold-start.yml"))
+            .unwrap();
+    assert!(
+        !scenario.contains("\nfleet:"),
+        "the shipped scenario has its own fleet section"
+    );
+    let dir = std::env::temp_dir().join(format!("epicenter-mesh-scenario-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for mesh in ["istio", "linkerd"] {
+        mesh_run(&dir, &scenario, mesh);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One run of [`a_mesh_gives_the_graph_without_dependencies_and_the_slow_callee_is_named`]
+/// behind `mesh`.
+fn mesh_run(dir: &Path, scenario: &str, mesh: &str) {
+    let file = dir.join(format!("cold-{mesh}.yml"));
+    std::fs::write(
+        &file,
+        format!("{scenario}fleet: {{instrumentation: {{mesh: {mesh}}}}}\n"),
+    )
+    .unwrap();
+    let mut live = Live::start(mesh, file.to_str().unwrap(), "");
+    // (api → backend edges, api → backend edges across datacenters, edges not observed) in
+    // /api/v1/graph, and the number of api → backend pairs within a datacenter.
+    let count = |graph: &serde_json::Value| -> Option<(usize, usize, usize, usize)> {
+        let nodes = graph["data"]["nodes"].as_array()?;
+        let of = |name: &serde_json::Value| nodes.iter().find(|node| node["name"] == *name);
+        let edges = graph["data"]["edges"].as_array()?;
+        let (mut mesh, mut across, mut not_observed) = (0, 0, 0);
+        for edge in edges {
+            let (caller, callee) = (of(&edge["caller"])?, of(&edge["callee"])?);
+            not_observed += usize::from(edge["source"] != "observed");
+            if caller["service"] == "api" && callee["service"] == "backend" {
+                mesh += 1;
+                across += usize::from(caller["dc"] != callee["dc"]);
+            }
+        }
+        let pairs = nodes
+            .iter()
+            .filter(|api| api["service"] == "api")
+            .flat_map(|api| {
+                nodes
+                    .iter()
+                    .filter(move |backend| backend["service"] == "backend" && backend["dc"] == api["dc"])
+            })
+            .count();
+        Some((mesh, across, not_observed, pairs))
+    };
+    // Edges appear with the first scrape of each backend; wait for all of them, bounded.
+    let started = Instant::now();
+    let mut graph = serde_json::Value::Null;
+    while started.elapsed() < VERDICT_WAIT {
+        std::thread::sleep(Duration::from_millis(200));
+        if let Some(document) = live.get_json("/api/v1/graph") {
+            graph = document;
+            if count(&graph).is_some_and(|(calls, _, _, pairs)| pairs > 0 && calls >= pairs) {
+                break;
+            }
+        }
+    }
+    let (calls, across, not_observed, pairs) = count(&graph).unwrap_or_else(|| panic!("{mesh}: {graph}"));
+    // Every api instance calls every backend of its own datacenter, and only those.
+    assert!(pairs > 0, "{graph}");
+    assert_eq!((calls, across, not_observed), (pairs, 0, 0), "{mesh}: {graph}");
+
+    let document = live.first_verdict();
+    let open = &document["data"]["open"][0];
+    assert_eq!(open["kind"], "cold_start", "{mesh}: {document}");
+    assert_eq!(open["dc"], "dc-1", "{mesh}: {open}");
+    let hosts: Vec<&str> = open["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h.as_str())
+        .collect();
+    assert!(["dc-1-host-2", "dc-1-host-3"].contains(&hosts[0]), "{mesh}: {open}");
+    let _ = live.stop();
 }
 
 /// Hundreds of instances, one port each: a 4-datacenter fleet of 352 instances starts, lists

@@ -397,7 +397,7 @@ pub async fn run(
                         events: tracker.track(&assessment),
                         open: assessment.incidents.clone(),
                         anomalies: assessment.anomalies.clone(),
-                        graph: graph_document(instances, detector.dependencies(), &detector.peer_edges()),
+                        graph: graph_document(instances, detector.dependencies(), &detector.observed_edges()),
                         lag,
                         duration: Duration::ZERO,
                         held_by: behind,

@@ -51,7 +51,8 @@ pub fn instance_graph(
 }
 
 /// The graph a person looks at: instances with their placement, and edges from the service
-/// dependencies (`configured`) and from client series naming a peer (`observed`).
+/// dependencies (`configured`) and from series naming the other end of a call (`observed`: a
+/// client's series its peer, a mesh's server-side series its caller).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GraphDocument {
     /// Every instance.
@@ -68,7 +69,7 @@ pub struct GraphEdge {
     /// Called instance.
     pub callee: String,
     /// `configured` (from the service dependencies), `observed` (a client series names the
-    /// peer) or `both`.
+    /// peer, or a server series its calling service) or `both`.
     pub source: String,
 }
 

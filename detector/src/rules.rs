@@ -83,7 +83,8 @@ pub enum Role {
     Network,
 }
 
-/// The label naming the peer a client series talks to.
+/// The label naming the peer a client series talks to (`peer:`), or the service that calls a
+/// server (`caller:`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PeerSpec {
@@ -110,6 +111,13 @@ pub struct RuleSpec {
     /// The label naming the peer, for client-side series.
     #[serde(default)]
     pub peer: Option<PeerSpec>,
+    /// The label naming the service that calls the exporting instance, for server-side series
+    /// that carry it (a mesh's destination-side metrics: Istio's `source_workload`, Linkerd's
+    /// inbound `client_id`). Each value gives a call edge, caller service → the instance's
+    /// service, without any configured `dependencies` (docs/detector.md, "Call edges"); the
+    /// series' evidence stays the instance's own. Not together with `peer`.
+    #[serde(default)]
+    pub caller: Option<PeerSpec>,
     /// Label values a series must carry to count.
     #[serde(default)]
     pub r#match: BTreeMap<String, String>,
@@ -137,6 +145,7 @@ pub struct Rule {
     /// The rule as written.
     pub spec: RuleSpec,
     peer_regex: Option<Regex>,
+    caller_regex: Option<Regex>,
     /// `match_re`, compiled (anchored).
     match_regexes: Vec<(String, Regex)>,
 }
@@ -145,15 +154,13 @@ impl Rule {
     /// The peer a series with `labels` talks to, if the rule names one and the label is
     /// there.
     pub fn peer(&self, labels: &BTreeMap<String, String>) -> Option<String> {
-        let spec = self.spec.peer.as_ref()?;
-        let value = labels.get(&spec.label)?;
-        match &self.peer_regex {
-            Some(regex) => regex
-                .captures(value)
-                .and_then(|captures| captures.get(1))
-                .map(|found| found.as_str().to_string()),
-            None => Some(value.clone()),
-        }
+        label_part(self.spec.peer.as_ref()?, self.peer_regex.as_ref(), labels)
+    }
+
+    /// The service that calls the exporting instance, as a series with `labels` names it, if
+    /// the rule has `caller` and the label is there (an empty value names nobody).
+    pub fn caller(&self, labels: &BTreeMap<String, String>) -> Option<String> {
+        label_part(self.spec.caller.as_ref()?, self.caller_regex.as_ref(), labels).filter(|caller| !caller.is_empty())
     }
 
     /// Whether a series with `labels` is one this rule counts.
@@ -167,6 +174,30 @@ impl Rule {
                 .iter()
                 .all(|(name, regex)| regex.is_match(labels.get(name).map_or("", String::as_str)))
     }
+}
+
+/// The value of `spec`'s label in `labels`, or its regex's first group within it.
+fn label_part(spec: &PeerSpec, regex: Option<&Regex>, labels: &BTreeMap<String, String>) -> Option<String> {
+    let value = labels.get(&spec.label)?;
+    match regex {
+        Some(regex) => regex
+            .captures(value)
+            .and_then(|captures| captures.get(1))
+            .map(|found| found.as_str().to_string()),
+        None => Some(value.clone()),
+    }
+}
+
+/// Compiles `signals[index].<key>.regex`, if there is one.
+fn label_regex(spec: Option<&PeerSpec>, index: usize, key: &str) -> Result<Option<Regex>, RulesError> {
+    spec.and_then(|spec| spec.regex.as_ref())
+        .map(|pattern| {
+            Regex::new(pattern).map_err(|error| RulesError {
+                path: format!("signals[{index}].{key}.regex"),
+                message: error.to_string(),
+            })
+        })
+        .transpose()
 }
 
 /// The rules shipped in `rules/signals/signals.yml`.
@@ -218,13 +249,14 @@ pub fn parse(text: &str) -> Result<Vec<Rule>, RulesError> {
                     message: format!("{} must be a positive number", spec.floor),
                 });
             }
-            let peer_regex = match spec.peer.as_ref().and_then(|peer| peer.regex.as_ref()) {
-                Some(pattern) => Some(Regex::new(pattern).map_err(|error| RulesError {
-                    path: format!("signals[{index}].peer.regex"),
-                    message: error.to_string(),
-                })?),
-                None => None,
-            };
+            if spec.peer.is_some() && spec.caller.is_some() {
+                return Err(RulesError {
+                    path: format!("signals[{index}].caller"),
+                    message: "a rule has `peer` (a client's series: whom it calls) or `caller` (a server's series: who calls it), not both".to_string(),
+                });
+            }
+            let peer_regex = label_regex(spec.peer.as_ref(), index, "peer")?;
+            let caller_regex = label_regex(spec.caller.as_ref(), index, "caller")?;
             let match_regexes = spec
                 .match_re
                 .iter()
@@ -240,6 +272,7 @@ pub fn parse(text: &str) -> Result<Vec<Rule>, RulesError> {
             Ok(Rule {
                 spec,
                 peer_regex,
+                caller_regex,
                 match_regexes,
             })
         })
@@ -273,6 +306,59 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(bad.path, "signals[0].match_re.code");
+    }
+
+    /// `caller` reads the calling service from a server's series: Istio's `source_workload`
+    /// as it is, Linkerd's `client_id` through its regex (the service account's name); no
+    /// label, an empty one or a value the regex misses names no caller; `peer` and `caller`
+    /// together are refused.
+    #[test]
+    fn caller_names_the_calling_service_of_a_server_series() {
+        let rules = parse(SHIPPED).unwrap();
+        let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(name, value)| (name.to_string(), value.to_string()))
+                .collect()
+        };
+        let istio = rules
+            .iter()
+            .find(|rule| rule.spec.metric == "istio_request_duration_milliseconds")
+            .unwrap();
+        assert_eq!(
+            istio
+                .caller(&labels(&[("reporter", "destination"), ("source_workload", "api")]))
+                .as_deref(),
+            Some("api")
+        );
+        assert_eq!(istio.caller(&labels(&[("reporter", "destination")])), None);
+        assert_eq!(istio.caller(&labels(&[("source_workload", "")])), None);
+        assert_eq!(istio.peer(&labels(&[("source_workload", "api")])), None);
+        let linkerd = rules
+            .iter()
+            .find(|rule| rule.spec.metric == "response_latency_ms")
+            .unwrap();
+        assert_eq!(
+            linkerd
+                .caller(&labels(&[(
+                    "client_id",
+                    "api.prod.serviceaccount.identity.linkerd.cluster.local"
+                )]))
+                .as_deref(),
+            Some("api")
+        );
+        // No mTLS identity (an unmeshed client): Linkerd leaves the label empty.
+        assert_eq!(linkerd.caller(&labels(&[("client_id", "")])), None);
+        let both = parse(
+            "signals:\n  - {metric: x, kind: gauge, class: errors, bad: up, floor: 1, peer: {label: p}, caller: {label: c}}\n",
+        )
+        .unwrap_err();
+        assert_eq!(both.path, "signals[0].caller");
+        let bad = parse(
+            "signals:\n  - {metric: x, kind: gauge, class: errors, bad: up, floor: 1, caller: {label: c, regex: '('}}\n",
+        )
+        .unwrap_err();
+        assert_eq!(bad.path, "signals[0].caller.regex");
     }
 
     /// `match_re` is anchored at both ends, as PromQL's `=~` is, and a missing label is the

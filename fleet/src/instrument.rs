@@ -143,9 +143,15 @@ pub(crate) fn istio(out: &mut Out, peers: &Peers, bounds: &[f64], by_status: &[B
 /// Linkerd's proxy metrics, inbound (linkerd.io, "Proxy Metrics"): `response_total` by
 /// `status_code` (and `grpc_status` for gRPC) and `classification` (`failure` for a 5xx or a
 /// gRPC status other than 0), and the histogram `response_latency_ms` (bounds and sums in
-/// milliseconds).
+/// milliseconds), each with the caller's mTLS identity in `client_id`.
 pub(crate) fn linkerd(out: &mut Out, peers: &Peers, bounds: &[f64], by_status: &[ByStatus]) {
     let authority = format!("{}.{}.svc.cluster.local:8080", peers.destination, peers.namespace);
+    // The caller's mTLS identity: its service account (here its workload's name) in its
+    // namespace, under the default trust domain.
+    let client_id = format!(
+        "{}.{}.serviceaccount.identity.linkerd.cluster.local",
+        peers.source, peers.namespace
+    );
     // As for Istio: a gRPC call is HTTP 200 and its `grpc_status` says how it ended.
     let labels = |code: &'static str, with_classification: bool| {
         let failed = !code.starts_with('2');
@@ -159,6 +165,7 @@ pub(crate) fn linkerd(out: &mut Out, peers: &Peers, bounds: &[f64], by_status: &
         }
         labels.push(("status_code", if peers.grpc { "200" } else { code }));
         labels.push(("tls", "true"));
+        labels.push(("client_id", client_id.as_str()));
         labels
     };
     mesh_families(
@@ -285,5 +292,9 @@ mod tests {
             10.0
         );
         assert_eq!(value(&text, "response_latency_ms_sum{authority=\"backend.prod.svc.cluster.local:8080\",direction=\"inbound\",status_code=\"500\""), 2000.0);
+        assert!(
+            text.contains("tls=\"true\",client_id=\"api.prod.serviceaccount.identity.linkerd.cluster.local\"}"),
+            "{text}"
+        );
     }
 }
