@@ -27,7 +27,7 @@ pub(crate) async fn observe(
         state.telemetry.observe(&outcome);
         state.targets.observe(&outcome);
         if !rule_metrics.is_empty() {
-            if let Some(batch) = live::extract(&outcome, &rule_metrics) {
+            for batch in live::extract(&outcome, &rule_metrics) {
                 // A slow detector never holds scraping up: batches beyond its queue drop, counted
                 // for the detector (which holds its verdicts meanwhile).
                 if to_detector.try_send(batch).is_err() {
@@ -179,6 +179,7 @@ async fn follow(
                 },
                 samples: Vec::new(),
                 late: true,
+                reported: false,
             }]
         });
         let lost = follower.lost();

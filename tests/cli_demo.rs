@@ -242,6 +242,74 @@ fn a_node_loss_demo_names_the_node_and_replay_agrees() {
     assert_eq!(String::from_utf8_lossy(&empty.stderr).trim(), "(0 rows)");
 }
 
+/// Issue 18: a kubelet on every host (cAdvisor's container families, each series naming its
+/// pod) and one backend container throttled by a CPU limit below its demand, end to end: the
+/// kubelets' series are stored on their pods (not on the kubelet), the live detector names
+/// the throttled container `cpu_throttling` on its host, and a replay of the stored samples
+/// names the same (the kubelet's scrapes of a pod, between the pod's own, keep the interval
+/// the pod's own scrapes give).
+#[test]
+fn a_throttled_container_demo_is_named_from_its_kubelet() {
+    if !library_available() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("epicenter-demo-throttle-scenario-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario = dir.join("throttle.yml");
+    std::fs::write(
+        &scenario,
+        "name: throttle\nseed: 61\nspeed: 20\nduration: 8m\nstart_hour: 10\nscrape_interval: 10s\nfleet: {cadvisor: true}\nfaults:\n  - {kind: cpu_throttling, select: {service: backend, dc: dc-2, count: 1}, at: 3m}\n",
+    )
+    .unwrap();
+    let run = demo("throttle", scenario.to_str().unwrap(), None);
+    assert!(
+        run.stdout.contains("FAULT starts: cpu_throttling of backend-2-1"),
+        "{}",
+        run.stdout
+    );
+    // Every container of the fleet (42 instances) on its own pod, with its service.
+    let placed = sql_rows(
+        &run.data,
+        "SELECT uniqExact(instance), countIf(instance LIKE '127.0.0.1:%'), uniqExact(service) FROM samples WHERE metric = 'container_cpu_cfs_periods_total'",
+    );
+    assert_eq!(placed, [["42", "0", "7"]], "{placed:?}");
+    let onset_ms: i64 = sql_rows(&run.data, "SELECT toUnixTimestamp64Milli(onset) FROM ground_truth")[0][0]
+        .parse()
+        .unwrap();
+    let live = sql_rows(
+        &run.data,
+        &format!(
+            "SELECT kind, dc, hosts[1], instances[1] FROM verdicts WHERE state = 'opened'
+             AND time >= fromUnixTimestamp64Milli({onset_ms}) ORDER BY time LIMIT 1"
+        ),
+    );
+    assert_eq!(
+        live,
+        [["cpu_throttling", "dc-2", "dc-2-host-2", "backend-2-1"]],
+        "{live:?}\n{}",
+        run.stdout
+    );
+    let replay = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+        .args(["replay", "--json", "--data"])
+        .arg(&run.data)
+        .output()
+        .unwrap();
+    assert!(replay.status.success(), "{}", String::from_utf8_lossy(&replay.stderr));
+    let opened: Vec<serde_json::Value> = String::from_utf8_lossy(&replay.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|event| event["state"] == "opened" && event["time_ms"].as_i64().unwrap() >= onset_ms)
+        .collect();
+    let first = opened.first().expect("replay found no verdict after the onset");
+    assert_eq!(
+        (&first["verdict"]["kind"], &first["verdict"]["hosts"][0]),
+        (&serde_json::json!("cpu_throttling"), &serde_json::json!("dc-2-host-2")),
+        "{first}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The healthy scenario, shortened to one simulated hour (deploys at 20 and 40 minutes), run
 /// end to end: no fault announced, every instance stored, the deploys stored as restarts, and
 /// nothing else moving in the stored samples.

@@ -3,7 +3,8 @@
 //! datacenters, strengths and seeds), host-level AC@1 ≥ 0.95 and AC@3 = 1.0, kind and
 //! datacenter set right ≥ 0.95, datacenter-level AC@1 = 1.0 (every fault here has one
 //! datacenter), median time to detect ≤ 2 scrape intervals, no false verdicts, and none over
-//! 24 simulated hours of a healthy fleet with deploys (and node_exporter on every host). Host
+//! 24 simulated hours of a healthy fleet with deploys (and node_exporter and a kubelet on every
+//! host). Host
 //! faults (CPU steal, memory pressure) are named at host level from the hosts' own exporter
 //! (issue 18). The reference rankings are reported beside ours. Every fault is scored on its own
 //! incident (issue 17): two faults at once, in different datacenters, are each named by an
@@ -125,12 +126,13 @@ fn scenarios_written_outside_the_repository_meet_it_too() {
         .unwrap();
         files.push(path.to_str().unwrap().to_string());
     }
-    // The healthy day runs node_exporter on every host too (issue 18): its CPU, pressure
-    // stall, memory and network families must stay quiet through a day's traffic and deploys.
+    // The healthy day runs node_exporter and a kubelet (cAdvisor) on every host too (issue
+    // 18): the hosts' CPU, pressure stall, memory and network families and the containers'
+    // throttling must stay quiet through a day's traffic and deploys.
     let healthy = dir.join("healthy-24h.yml");
     std::fs::write(
         &healthy,
-        "name: healthy-24h\nseed: 210\nduration: 24h\nstart_hour: 0\nscrape_interval: 15s\nfleet: {node_exporter: true}\noperations:\n  - {kind: deploy, select: {service: backend}, at: 3h, stagger: 45s}\n  - {kind: deploy, select: {service: backend, dc: dc-3}, at: 12h, stagger: 30s}\n  - {kind: deploy, select: {service: backend, dc: dc-1}, at: 20h}\n",
+        "name: healthy-24h\nseed: 210\nduration: 24h\nstart_hour: 0\nscrape_interval: 15s\nfleet: {node_exporter: true, cadvisor: true}\noperations:\n  - {kind: deploy, select: {service: backend}, at: 3h, stagger: 45s}\n  - {kind: deploy, select: {service: backend, dc: dc-3}, at: 12h, stagger: 30s}\n  - {kind: deploy, select: {service: backend, dc: dc-1}, at: 20h}\n",
     )
     .unwrap();
     files.push(healthy.to_str().unwrap().to_string());

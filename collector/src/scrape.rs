@@ -5,8 +5,8 @@
 //! `relabel_configs`; `instance` defaults to `__address__`; labels starting with `__` are
 //! removed afterwards. A scrape sends `Accept` preferring OpenMetrics, reads at most
 //! `body_size_limit` bytes of the (gunzipped) body within `scrape_timeout`, parses it as the
-//! `Content-Type` says, applies `metric_relabel_configs`, attaches the target's labels
-//! (`exported_<name>` on clashes unless `honor_labels`), enforces `sample_limit`,
+//! `Content-Type` says, attaches the target's labels (`exported_<name>` on clashes unless
+//! `honor_labels`), then applies `metric_relabel_configs`, enforces `sample_limit`,
 //! `label_limit`, `label_name_length_limit` and `label_value_length_limit`, and adds the synthetic series `up`, `scrape_duration_seconds`,
 //! `scrape_samples_scraped`, `scrape_samples_post_metric_relabeling` and
 //! `scrape_series_added`. Any failure fails the whole scrape (`up` 0, with the reason) and

@@ -535,16 +535,42 @@ impl Detector {
         instance: &InstanceInfo,
         samples: impl IntoIterator<Item = (&'a str, BTreeMap<String, String>, f64)>,
     ) {
+        self.take(time_ms, instance, samples, true);
+    }
+
+    /// Feeds samples that another target reported about `instance` at `time_ms` (cAdvisor's
+    /// per-container series, scraped from the node's kubelet and placed on their pod): its
+    /// evidence like its own, but a placement already learnt from its own scrapes stands
+    /// (`instance` places it only while nothing else has), and it is not counted as seen, so
+    /// its own target going silent is still noticed.
+    pub fn observe_reported<'a>(
+        &mut self,
+        time_ms: i64,
+        instance: &InstanceInfo,
+        samples: impl IntoIterator<Item = (&'a str, BTreeMap<String, String>, f64)>,
+    ) {
+        self.take(time_ms, instance, samples, false);
+    }
+
+    fn take<'a>(
+        &mut self,
+        time_ms: i64,
+        instance: &InstanceInfo,
+        samples: impl IntoIterator<Item = (&'a str, BTreeMap<String, String>, f64)>,
+        own: bool,
+    ) {
         // The latest placement holds: a target's host can be learnt after its first scrape
         // (node_exporter's `node_uname_info`, a relabeling changed).
         match self.instances.get_mut(&instance.name) {
-            Some(known) if known != instance => *known = instance.clone(),
+            Some(known) if own && known != instance => *known = instance.clone(),
             Some(_) => {}
             None => {
                 self.instances.insert(instance.name.clone(), instance.clone());
             }
         }
-        self.last_seen.insert(instance.name.clone(), time_ms);
+        if own {
+            self.last_seen.insert(instance.name.clone(), time_ms);
+        }
         let mut key = String::with_capacity(128);
         for (metric, labels, value) in samples {
             let Some(targets) = self.by_metric.get(metric) else {
@@ -676,6 +702,14 @@ impl Detector {
                     .iter()
                     .any(|dependency| dependency.callee == info.service)
         })
+    }
+
+    /// The role of the rules reading `metric` (the first that has one).
+    fn rule_role(&self, metric: &str) -> Option<Role> {
+        self.rules
+            .iter()
+            .filter(|rule| rule.spec.metric == metric)
+            .find_map(|rule| rule.spec.role)
     }
 
     /// Every role the rules gave `instance`: from its own series, and from peers' series whose
@@ -1309,6 +1343,13 @@ impl Detector {
             // went unanswered (`up`) says nothing about its host.
             return Some(self.host_kind(anomalies, &leader.host).to_string());
         }
+        // The leader's container is throttled by its CPU quota: whatever it is, its limit is
+        // what slows it (a starved host does not raise a container's throttling).
+        if own.iter().any(|a| {
+            a.peer.is_none() && a.class == Class::Saturation && self.rule_role(&a.metric) == Some(Role::Container)
+        }) {
+            return Some("cpu_throttling".to_string());
+        }
         let kind = if is(Role::Cache) {
             // The node's exporter could not even be scraped in time (`up` down, while a dead
             // node's exporter still answers `redis_up 0`): the node accepts connections but
@@ -1623,6 +1664,26 @@ impl Detector {
                 restarted.push(leader.instance.clone());
             }
             (leader.service.clone(), restarted)
+        } else if kind == "cpu_throttling" {
+            // A limit set too low reaches every container a deploy rolled it to: name each
+            // candidate of the leader's service whose own throttling is anomalous, and keep
+            // naming what the incident named while it is still a candidate.
+            let named_before = |instance: &str| {
+                previous.is_some_and(|open| open.kind == kind && open.instances.iter().any(|name| name == instance))
+            };
+            let mut throttled = vec![leader.instance.clone()];
+            for candidate in candidates.iter().filter(|c| c.service == leader.service) {
+                let own_throttling = anomalies.iter().any(|a| {
+                    a.instance == candidate.instance
+                        && a.peer.is_none()
+                        && a.class == Class::Saturation
+                        && self.rule_role(&a.metric) == Some(Role::Container)
+                });
+                if (own_throttling || named_before(&candidate.instance)) && !throttled.contains(&candidate.instance) {
+                    throttled.push(candidate.instance.clone());
+                }
+            }
+            (leader.service.clone(), throttled)
         } else {
             // An incident of one kind across several instances of one service (a retry storm
             // at every API instance of a datacenter, two nodes lost together) keeps naming the

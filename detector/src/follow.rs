@@ -134,7 +134,8 @@ pub fn scrape_batches(rows: &str) -> Result<Vec<Batch>, String> {
         host: String,
         service: String,
     }
-    let mut scrapes: BTreeMap<(i64, String), Batch> = BTreeMap::new();
+    // By source too: a kubelet's rows about a pod are its scrape, not the pod's own.
+    let mut scrapes: BTreeMap<(i64, String, String), Batch> = BTreeMap::new();
     for (index, line) in rows.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -146,7 +147,8 @@ pub fn scrape_batches(rows: &str) -> Result<Vec<Batch>, String> {
         } else {
             row.instance
         };
-        let batch = scrapes.entry((time_ms, name.clone())).or_insert_with(|| Batch {
+        let source = row.labels.get("instance").cloned().unwrap_or_else(|| name.clone());
+        let batch = scrapes.entry((time_ms, name.clone(), source)).or_insert_with(|| Batch {
             time_ms,
             instance: InstanceInfo {
                 name,
@@ -156,6 +158,7 @@ pub fn scrape_batches(rows: &str) -> Result<Vec<Batch>, String> {
             },
             samples: Vec::new(),
             late: false,
+            reported: false,
         });
         batch
             .samples
@@ -198,8 +201,11 @@ struct ScrapesRow {
 /// What the detector has been fed so far, and where the next poll's windows start.
 #[derive(Debug)]
 pub struct Follower {
-    /// Per instance, the newest scrape fed (sample time, ms).
+    /// Per instance, the newest scrape fed (sample time, ms); of an instance that more than
+    /// one target reports (a pod and its node's kubelet), the oldest of their newest.
     fed: HashMap<String, i64>,
+    /// Per instance, per source ([`Batch::source`]), the newest scrape fed (sample time, ms).
+    source_fed: HashMap<String, HashMap<String, i64>>,
     /// Per instance, the newest batch of only `up` fed (its time, on whichever clock).
     up_fed: HashMap<String, i64>,
     /// Per instance, the newest late scrape taken (wall clock, ms).
@@ -246,6 +252,7 @@ impl Follower {
         let longest_interval_ms = scrape_interval_ms.max(1);
         Follower {
             fed: HashMap::new(),
+            source_fed: HashMap::new(),
             up_fed: HashMap::new(),
             late_fed: HashMap::new(),
             late_pending: Vec::new(),
@@ -431,6 +438,7 @@ impl Follower {
                     instance: info.clone(),
                     samples: Vec::new(),
                     late: true,
+                    reported: false,
                 });
             }
             if let Some(newest_late) = newest_late {
@@ -505,7 +513,11 @@ impl Follower {
                 }
                 continue;
             }
-            let fed = self.fed.get(&batch.instance.name).copied();
+            // Each source on its own schedule: a kubelet's scrape of a pod's containers may lie
+            // before the pod's own newest and still be new.
+            let lookback = self.lookback_ms();
+            let sources = self.source_fed.entry(batch.instance.name.clone()).or_default();
+            let fed = sources.get(batch.source()).copied();
             if fed.is_some_and(|fed| batch.time_ms <= fed) || batch.time_ms > horizon {
                 continue;
             }
@@ -514,7 +526,13 @@ impl Follower {
                     self.gaps.push(batch.time_ms - fed);
                 }
             }
-            self.fed.insert(batch.instance.name.clone(), batch.time_ms);
+            sources.insert(batch.source().to_string(), batch.time_ms);
+            // A source that stopped speaking of the instance (its container moved) holds
+            // nothing back beyond the lookback.
+            let newest = sources.values().copied().max().unwrap_or(batch.time_ms);
+            sources.retain(|_, fed| newest.saturating_sub(*fed) <= lookback);
+            let oldest_newest = sources.values().copied().min().unwrap_or(batch.time_ms);
+            self.fed.insert(batch.instance.name.clone(), oldest_newest);
             if is_up_only(&batch) {
                 // Read again later it lies behind what was fed: not fed a second time.
                 self.up_fed.insert(batch.instance.name.clone(), batch.time_ms);
@@ -540,6 +558,7 @@ impl Follower {
                     instance: info.clone(),
                     samples: Vec::new(),
                     late: false,
+                    reported: false,
                 });
             }
         }
@@ -552,6 +571,7 @@ impl Follower {
             let read = &self.read;
             let known = |name: &String| scraped.contains_key(name) || read.contains_key(name);
             self.fed.retain(|name, _| known(name));
+            self.source_fed.retain(|name, _| known(name));
             self.up_fed.retain(|name, _| known(name));
             self.own_clock.retain(|name| known(name));
             self.late_fed.retain(|name, _| known(name));
@@ -737,6 +757,57 @@ mod tests {
         );
         rows.push(sample(15_000, "r1", "a", 9.0));
         assert!(follower.take(&rows.join("\n"), &live, now).unwrap().is_empty());
+    }
+
+    /// A pod's own scrapes (every 10 s, at :00) and its node's kubelet's scrapes of its
+    /// container (every 10 s, at :04) are two sources of one instance: each is its own batch,
+    /// each fed once, and neither is dropped for lying before the other's newest; the
+    /// interval stays the 10 s each source keeps, not the 4 s and 6 s between them.
+    #[test]
+    fn a_pod_reported_by_its_kubelet_is_fed_from_both_sources() {
+        let row = |t: i64, source: &str, metric: &str| {
+            format!(
+                r#"{{"t":"{t}","metric":"{metric}","labels":{{"instance":"{source}"}},"value":1,"instance":"pod-1","dc":"dc-1","host":"h1","service":"web"}}"#
+            )
+        };
+        let mut follower = Follower::new(0, 10_000, 1_000, 1_000);
+        let now = 200_000;
+        let live = scrapes(&[("pod-1", now, &[]), ("10.0.0.5:10250", now, &[])]);
+        let mut rows = Vec::new();
+        for step in 0..8 {
+            rows.push(row(10_000 * step, "10.0.0.9:8080", "http_requests_total"));
+            rows.push(row(
+                10_000 * step + 4_000,
+                "10.0.0.5:10250",
+                "container_cpu_cfs_throttled_periods_total",
+            ));
+        }
+        let fed = follower.take(&rows.join("\n"), &live, now).unwrap();
+        let sources: Vec<(i64, &str)> = fed.iter().map(|batch| (batch.time_ms, batch.source())).collect();
+        // Held back the flush age and a poll (2 s; no interval known yet) behind the newest
+        // read (74 s): up to 72 s, both sources.
+        let expected: Vec<(i64, &str)> = (0..8)
+            .flat_map(|step| {
+                [
+                    (10_000 * step, "10.0.0.9:8080"),
+                    (10_000 * step + 4_000, "10.0.0.5:10250"),
+                ]
+            })
+            .filter(|(t, _)| *t <= 72_000)
+            .collect();
+        assert_eq!(sources, expected);
+        assert_eq!(follower.hold_ms(), 10_000);
+        // Read again with one more scrape of each: held an interval (10 s) behind the newest
+        // read (84 s), only the kubelet's at 74 s is new.
+        rows.push(row(80_000, "10.0.0.9:8080", "http_requests_total"));
+        rows.push(row(
+            84_000,
+            "10.0.0.5:10250",
+            "container_cpu_cfs_throttled_periods_total",
+        ));
+        let fed = follower.take(&rows.join("\n"), &live, now).unwrap();
+        let sources: Vec<(i64, &str)> = fed.iter().map(|batch| (batch.time_ms, batch.source())).collect();
+        assert_eq!(sources, [(74_000, "10.0.0.5:10250")]);
     }
 
     /// Where a target's samples and its `up` share the scrape's time, they are one batch, and a

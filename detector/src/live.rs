@@ -129,6 +129,24 @@ pub struct Batch {
     /// was behind) or timed out while its runtime was starved. No samples; `time_ms` is the
     /// slot's. It holds verdicts this round and the next.
     pub late: bool,
+    /// Samples another target reported about this instance (cAdvisor's per-container series,
+    /// scraped from the node's kubelet and placed on their pod by `placement.instance_label`):
+    /// judged as the instance's, but they neither place it where its own scrapes do nor say
+    /// that it answers ([`crate::engine::Detector::observe_reported`]).
+    pub reported: bool,
+}
+
+impl Batch {
+    /// The target whose scrape this is: the `instance` label its first sample carries (the
+    /// scraped address, with Prometheus's target labels), else the instance's name. Two
+    /// targets can speak of one instance (a pod's own and its node's kubelet) on schedules of
+    /// their own: intervals are measured per (instance, source).
+    pub fn source(&self) -> &str {
+        self.samples
+            .first()
+            .and_then(|(_, labels, _)| labels.get("instance"))
+            .map_or(self.instance.name.as_str(), String::as_str)
+    }
 }
 
 /// The metric names any rule reads (with `_sum`/`_count` for means), as [`extract`] looks
@@ -149,14 +167,16 @@ pub fn rule_metrics(rules: &[Rule]) -> MetricNames {
 
 /// The part of `outcome` the detector reads: the target (named by its placement's instance,
 /// the label `placement.instance_label` names, else its `instance`) and the samples of
-/// families in `metrics` ([`rule_metrics`]). `None` for a scrape without samples. A scrape
+/// families in `metrics` ([`rule_metrics`]), first; then, for series whose own placement names
+/// another instance (cAdvisor's `pod` label on a kubelet's scrape), one [`Batch::reported`]
+/// per such instance, placed by those series. Empty for a scrape without samples. A scrape
 /// epicenter skipped or that timed out while it was starved (`report.skipped`,
 /// `report.starved`) is a [`Batch::late`] without samples: its `up` 0 is epicenter's
 /// lateness, not the target's availability.
-pub fn extract(outcome: &ScrapeOutcome, metrics: &MetricNames) -> Option<Batch> {
+pub fn extract(outcome: &ScrapeOutcome, metrics: &MetricNames) -> Vec<Batch> {
     let report = &outcome.report;
     if report.skipped || report.starved {
-        return Some(Batch {
+        return vec![Batch {
             time_ms: report.timestamp_ms,
             instance: InstanceInfo {
                 name: report.instance_name().to_string(),
@@ -166,27 +186,54 @@ pub fn extract(outcome: &ScrapeOutcome, metrics: &MetricNames) -> Option<Batch> 
             },
             samples: Vec::new(),
             late: true,
-        });
+            reported: false,
+        }];
     }
-    let name = report.instance_name().to_string();
-    let samples: Vec<(String, BTreeMap<String, String>, f64)> = outcome
-        .rows
-        .iter()
-        .filter(|row| metrics.contains(&row.series.name))
-        .map(|row| (row.series.name.clone(), row.series.labels.clone(), row.value))
-        .collect();
-    let time_ms = outcome.rows.iter().map(|row| row.timestamp_ms).max()?;
-    Some(Batch {
+    let name = report.instance_name();
+    let Some(time_ms) = outcome.rows.iter().map(|row| row.timestamp_ms).max() else {
+        return Vec::new();
+    };
+    let mut own = Vec::new();
+    // Other instances' samples, by instance name, placed by their first series.
+    let mut reported: BTreeMap<&str, Batch> = BTreeMap::new();
+    for row in outcome.rows.iter().filter(|row| metrics.contains(&row.series.name)) {
+        let sample = (row.series.name.clone(), row.series.labels.clone(), row.value);
+        let placement = &row.series.placement;
+        if placement.instance.is_empty() || placement.instance == name {
+            own.push(sample);
+            continue;
+        }
+        reported
+            .entry(placement.instance.as_str())
+            .or_insert_with(|| Batch {
+                time_ms,
+                instance: InstanceInfo {
+                    name: placement.instance.clone(),
+                    dc: placement.dc.clone(),
+                    host: placement.host.clone(),
+                    service: placement.service.clone(),
+                },
+                samples: Vec::new(),
+                late: false,
+                reported: true,
+            })
+            .samples
+            .push(sample);
+    }
+    let mut batches = vec![Batch {
         time_ms,
         instance: InstanceInfo {
-            name,
+            name: name.to_string(),
             dc: report.placement.dc.clone(),
             host: report.placement.host.clone(),
             service: report.placement.service.clone(),
         },
-        samples,
+        samples: own,
         late: false,
-    })
+        reported: false,
+    }];
+    batches.extend(reported.into_values());
+    batches
 }
 
 /// What one round of the live detector found.
@@ -299,8 +346,15 @@ pub async fn run(
                     continue;
                 }
                 // The interval is the median of the first gaps between one target's samples
-                // (robust to scheduling jitter); fixed once INTERVAL_GAPS are known.
-                if let Some(before) = previous.insert(batch.instance.name.clone(), batch.time_ms) {
+                // (robust to scheduling jitter); fixed once INTERVAL_GAPS are known. Samples
+                // another target reported about an instance (a kubelet's, about its pods) come
+                // on that target's schedule, not the instance's: they would halve the gaps.
+                let before = if batch.reported {
+                    None
+                } else {
+                    previous.insert(batch.instance.name.clone(), batch.time_ms)
+                };
+                if let Some(before) = before {
                     let gap = batch.time_ms - before;
                     if gap > 0 && gaps.len() < INTERVAL_GAPS {
                         gaps.push(gap);
@@ -387,7 +441,11 @@ pub async fn run(
                 for time_ms in times {
                     while let Some(batch) = batches.next_if(|batch| batch.time_ms <= time_ms) {
                         let samples = batch.samples.iter().map(|(name, labels, value)| (name.as_str(), labels.clone(), *value));
-                        detector.observe(batch.time_ms, &batch.instance, samples);
+                        if batch.reported {
+                            detector.observe_reported(batch.time_ms, &batch.instance, samples);
+                        } else {
+                            detector.observe(batch.time_ms, &batch.instance, samples);
+                        }
                     }
                     let assessment = detector.assess(time_ms);
                     let instances = detector.instances();
@@ -430,6 +488,7 @@ mod tests {
             },
             samples: Vec::new(),
             late: false,
+            reported: false,
         }
     }
 
@@ -746,15 +805,97 @@ mod tests {
             },
         };
         let metrics: MetricNames = ["up".to_string()].into_iter().collect();
-        let read = extract(&outcome(false), &metrics).unwrap();
+        let read = extract(&outcome(false), &metrics).pop().unwrap();
         assert_eq!(read.samples.len(), 1);
         assert_eq!(
             (read.samples[0].0.as_str(), read.samples[0].2, read.late),
             ("up", 0.0, false)
         );
-        let starved = extract(&outcome(true), &metrics).unwrap();
+        let starved = extract(&outcome(true), &metrics).pop().unwrap();
         assert!(starved.late && starved.samples.is_empty(), "{starved:?}");
         assert_eq!((starved.time_ms, starved.instance.name.as_str()), (5_000, "r1"));
+    }
+
+    /// A kubelet's scrape: its own `up` stays the kubelet's, and each pod's cAdvisor series
+    /// become one reported batch of that pod, placed by the series' own placement (with
+    /// `placement.instance_label: pod`), at the scrape's time; series no rule reads stay out.
+    #[test]
+    fn a_kubelets_scrape_is_split_into_its_pods_reported_batches() {
+        use epicenter_store::config::PlacementConfig;
+        use epicenter_store::rows::{Labels, SampleRow, ScrapeReport, Series};
+        let placement = PlacementConfig {
+            instance_label: "pod".into(),
+            ..PlacementConfig::default()
+        };
+        let labels = |pairs: &[(&str, &str)]| -> Labels {
+            let mut labels: Labels = [
+                ("instance", "10.0.0.5:10250"),
+                ("dc", "dc-1"),
+                ("host", "node-5"),
+                ("service", "kubelet"),
+            ]
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect();
+            labels.extend(pairs.iter().map(|(name, value)| (name.to_string(), value.to_string())));
+            labels
+        };
+        let row = |name: &str, pairs: &[(&str, &str)], value: f64, timestamp_ms: i64| SampleRow {
+            timestamp_ms,
+            value,
+            series: std::sync::Arc::new(Series::new(name.into(), labels(pairs), &placement)),
+        };
+        let throttled = "container_cpu_cfs_throttled_periods_total";
+        let report = ScrapeReport {
+            timestamp_ms: 9_000,
+            job: "kubelet".into(),
+            instance: "10.0.0.5:10250".into(),
+            placement: epicenter_store::rows::Placement::of(&labels(&[]), &placement),
+            up: true,
+            duration_seconds: 0.1,
+            samples_scraped: 4,
+            samples_post_metric_relabeling: 4,
+            series_added: 0,
+            samples_duplicate: 0,
+            error: None,
+            target_identity: 1,
+            skipped: false,
+            starved: false,
+        };
+        let outcome = ScrapeOutcome {
+            rows: vec![
+                row(throttled, &[("pod", "backend-1"), ("service", "backend")], 40.0, 8_000),
+                row(throttled, &[("pod", "api-1"), ("service", "api")], 2.0, 8_000),
+                row("container_memory_working_set_bytes", &[("pod", "api-1")], 1e8, 8_000),
+                row(throttled, &[("pod", "backend-1"), ("container", "sidecar")], 1.0, 8_000),
+                row("up", &[], 1.0, 9_000),
+            ],
+            report,
+        };
+        let metrics: MetricNames = ["up".to_string(), throttled.to_string()].into_iter().collect();
+        let batches = extract(&outcome, &metrics);
+        let summary: Vec<(&str, &str, &str, bool, usize, i64)> = batches
+            .iter()
+            .map(|batch| {
+                (
+                    batch.instance.name.as_str(),
+                    batch.instance.service.as_str(),
+                    batch.instance.host.as_str(),
+                    batch.reported,
+                    batch.samples.len(),
+                    batch.time_ms,
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("10.0.0.5:10250", "kubelet", "node-5", false, 1, 9_000),
+                ("api-1", "api", "node-5", true, 1, 9_000),
+                ("backend-1", "backend", "node-5", true, 2, 9_000),
+            ]
+        );
+        assert_eq!(batches[0].samples[0].0, "up");
     }
 
     #[test]

@@ -81,6 +81,10 @@ pub enum Role {
     /// segments): `host_network` when these are all the host's exporter shows, else as
     /// [`Role::Host`].
     Network,
+    /// A container whose CPU quota the kernel enforces (cAdvisor's CFS throttled periods and
+    /// time, on series placed on their pod): `cpu_throttling` when the leader's own saturation
+    /// comes from such a rule (its limit is below its demand), whatever else it is.
+    Container,
 }
 
 /// The label naming the peer a client series talks to (`peer:`), or the service that calls a

@@ -33,11 +33,23 @@ pub fn collector_config(scenario: &Scenario, served: &[ServedInstance], interval
         }
     }
     for service in services {
-        yaml.push_str(&format!("  - job_name: {service}\n    static_configs:\n"));
+        yaml.push_str(&format!("  - job_name: {service}\n"));
+        // A kubelet's cAdvisor series name their own pod (a `pod` target label would overwrite
+        // it), and each container's service is its `container`.
+        let kubelet = service == epicenter_fleet::Service::Kubelet.name();
+        if kubelet {
+            yaml.push_str("    metric_relabel_configs:\n      - {source_labels: [container], regex: '(.+)', target_label: service}\n");
+        }
+        yaml.push_str("    static_configs:\n");
         for target in served.iter().filter(|target| target.instance.service.name() == service) {
+            let pod = if kubelet {
+                String::new()
+            } else {
+                format!(", pod: {}", target.instance.name)
+            };
             yaml.push_str(&format!(
-                "      - targets: ['{}']\n        labels: {{dc: {}, host: {}, service: {service}, pod: {}}}\n",
-                target.address, target.instance.dc, target.instance.host, target.instance.name
+                "      - targets: ['{}']\n        labels: {{dc: {}, host: {}, service: {service}{pod}}}\n",
+                target.address, target.instance.dc, target.instance.host
             ));
         }
     }
@@ -250,6 +262,9 @@ pub fn suggested_queries(kind: &str, scenario: &str) -> Vec<String> {
         "host_saturation" => format!("SELECT host, service, instance, round(1000 * (maxIf(value, metric LIKE '%_sum') - minIf(value, metric LIKE '%_sum')) / (maxIf(value, metric LIKE '%_count') - minIf(value, metric LIKE '%_count')), 2) AS mean_request_ms FROM samples WHERE metric IN ('http_server_requests_seconds_sum', 'http_server_requests_seconds_count', 'http_request_duration_seconds_sum', 'http_request_duration_seconds_count') AND {this_run} GROUP BY host, service, instance ORDER BY mean_request_ms DESC LIMIT 10"),
         "host_packet_loss" | "host_network" => format!("SELECT host, toStartOfMinute(time) AS minute, max(value) - min(value) AS retransmitted_segments FROM samples WHERE metric = 'node_netstat_Tcp_RetransSegs' AND {this_run} GROUP BY host, minute ORDER BY retransmitted_segments DESC LIMIT 10"),
         "host_memory_pressure" => format!("SELECT host, toStartOfMinute(time) AS minute, round(min(value) / 1073741824, 2) AS mem_available_gib FROM samples WHERE metric = 'node_memory_MemAvailable_bytes' AND {this_run} GROUP BY host, minute ORDER BY mem_available_gib LIMIT 10"),
+        // A container over its CPU quota: throttled periods per minute, by pod (cAdvisor's
+        // series are placed on their pod).
+        "cpu_throttling" => format!("SELECT instance AS pod, toStartOfMinute(time) AS minute, max(value) - min(value) AS throttled_periods FROM samples WHERE metric = 'container_cpu_cfs_throttled_periods_total' AND {this_run} GROUP BY pod, minute ORDER BY throttled_periods DESC LIMIT 10"),
         "session_loss" => format!("SELECT instance AS pod, toStartOfMinute(time) AS minute, max(value) AS voice_state_sup_mailbox FROM samples WHERE metric = 'erlang_vm_process_message_queue_len' AND labels['registered_name'] = 'voice_state_sup' AND {this_run} GROUP BY pod, minute ORDER BY minute, pod"),
         _ => format!("SELECT service, count(DISTINCT metric) AS metrics, count() AS samples FROM samples WHERE {this_run} GROUP BY service ORDER BY service"),
     };

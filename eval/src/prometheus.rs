@@ -319,6 +319,7 @@ pub fn batches(series: Vec<RawSeries>, placement: &PlacementConfig) -> Vec<Batch
                     },
                     samples: Vec::new(),
                     late: false,
+                    reported: false,
                 })
                 .samples
                 .push((metric.clone(), labels.clone(), value));

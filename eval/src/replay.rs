@@ -143,10 +143,12 @@ const MIN_GAPS: usize = 16;
 /// The scrape interval of `scrapes`: the median gap between one instance's scrapes (robust to
 /// jitter); `None` with fewer than `min_gaps` gaps.
 fn median_gap(scrapes: &[Batch], min_gaps: usize) -> Option<i64> {
-    let mut last: HashMap<&str, i64> = HashMap::new();
+    // Per instance and source: a kubelet's scrapes of a pod's containers come on the
+    // kubelet's schedule, between the pod's own.
+    let mut last: HashMap<(&str, &str), i64> = HashMap::new();
     let mut gaps = Vec::new();
     for batch in scrapes {
-        if let Some(before) = last.insert(batch.instance.name.as_str(), batch.time_ms) {
+        if let Some(before) = last.insert((batch.instance.name.as_str(), batch.source()), batch.time_ms) {
             if batch.time_ms > before {
                 gaps.push(batch.time_ms - before);
             }

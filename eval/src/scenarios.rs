@@ -207,6 +207,9 @@ impl From<&epicenter_detector::live::Round> for Judged {
     }
 }
 
+/// One sample as the detector takes it: (metric, labels, value).
+type Sample<'a> = (&'a str, BTreeMap<String, String>, f64);
+
 /// Runs one scenario through the detector, start to end, and scores it. `trace` receives a
 /// line for every round with anomalies (leaders, verdict, strongest anomalies).
 pub fn evaluate(scenario: &Scenario, rules: Vec<Rule>, mut trace: Option<&mut dyn FnMut(String)>) -> ScenarioResult {
@@ -215,6 +218,11 @@ pub fn evaluate(scenario: &Scenario, rules: Vec<Rule>, mut trace: Option<&mut dy
     let interval = scenario.scrape_interval.0.as_secs().max(1);
     let mut detector = Detector::new(rules, fleet_dependencies(), interval as i64 * 1000, Settings::default());
     let infos: Vec<InstanceInfo> = fleet.instances().iter().map(instance_info).collect();
+    let by_name: BTreeMap<&str, usize> = infos
+        .iter()
+        .enumerate()
+        .map(|(at, info)| (info.name.as_str(), at))
+        .collect();
     let truth = ground_truth(&fleet);
     let mut assessments: Vec<Judged> = Vec::new();
     let end = scenario.duration.0.as_secs();
@@ -235,13 +243,29 @@ pub fn evaluate(scenario: &Scenario, rules: Vec<Rule>, mut trace: Option<&mut dy
             ) else {
                 continue;
             };
-            let mut samples: Vec<(&str, BTreeMap<String, String>, f64)> = exposition
-                .samples
-                .iter()
-                .map(|sample| (sample.name.as_ref(), exposition.label_map(sample), sample.value))
-                .collect();
+            // A kubelet's cAdvisor series name their container's instance in `pod`: that
+            // instance's evidence, as `placement.instance_label: pod` places them live.
+            let mut samples: Vec<Sample> = Vec::new();
+            let mut reported: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
+            for sample in &exposition.samples {
+                let labels = exposition.label_map(sample);
+                let other = labels
+                    .get("pod")
+                    .filter(|pod| **pod != info.name)
+                    .and_then(|pod| by_name.get(pod.as_str()).copied());
+                match other {
+                    Some(at) => reported
+                        .entry(at)
+                        .or_default()
+                        .push((sample.name.as_ref(), labels, sample.value)),
+                    None => samples.push((sample.name.as_ref(), labels, sample.value)),
+                }
+            }
             samples.push(("up", BTreeMap::new(), 1.0));
             detector.observe(now, info, samples);
+            for (at, samples) in reported {
+                detector.observe_reported(now, &infos[at], samples);
+            }
         }
         let assessment = detector.assess(now);
         if let Some(trace) = trace.as_mut().filter(|_| !assessment.anomalies.is_empty()) {

@@ -512,6 +512,9 @@ fn render(fleet: &Fleet, index: usize) -> String {
             );
         }
         (Service::Node, State::Node(node)) => out.text.push_str(&node.render(out.timestamp_ms)),
+        (Service::Kubelet, State::Kubelet(kubelet)) => {
+            kubelet.render(&mut out, fleet.instances(), fleet.start_ms(), |at| fleet.running(at));
+        }
         (Service::Db, State::Db(db)) => {
             let (active, commits) = db.figures();
             out.family("pg_up", "gauge", "Whether the last scrape of metrics from PostgreSQL was able to connect to the server (1 for yes, 0 for no).");

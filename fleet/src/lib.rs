@@ -9,6 +9,7 @@
 //! truth. **Never:** knows about the collector, the store or the detector: it is judged, not
 //! judging; the same seed gives the same fleet.
 
+pub mod cadvisor;
 pub(crate) mod expose;
 pub(crate) mod instrument;
 pub mod model;

@@ -204,6 +204,12 @@ pub struct Fleet {
     lossy: BTreeMap<String, (f64, f64, f64)>,
     /// Each host's node_exporter, with the fleet's `node_exporter` (instance index, state).
     nodes: Vec<(usize, crate::node::Node)>,
+    /// Each host's kubelet, with the fleet's `cadvisor` (instance index, state).
+    kubelets: Vec<(usize, crate::cadvisor::Kubelet)>,
+    /// Containers under a `cpu_throttling` fault: instance index → CPU limit, cores.
+    throttled: BTreeMap<usize, f64>,
+    /// The day's traffic shape this second (1 at the mean).
+    load: f64,
     /// Which nodes the clients' ring holds (their topology view).
     ring_view: Vec<bool>,
     shares: Vec<f64>,
@@ -331,6 +337,22 @@ impl Fleet {
                 )
             })
             .collect();
+        let kubelets = of(Service::Kubelet)
+            .into_iter()
+            .enumerate()
+            .map(|(number, index)| {
+                let on_host: Vec<usize> = instances
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, other)| {
+                        other.host == instances[index].host
+                            && !matches!(other.service, Service::Node | Service::Kubelet)
+                    })
+                    .map(|(at, _)| at)
+                    .collect();
+                (index, crate::cadvisor::Kubelet::new(&on_host, scenario.seed, number))
+            })
+            .collect();
         let ring_view = vec![true; redis_count];
         let names: Vec<String> = of(Service::Redis)
             .into_iter()
@@ -352,6 +374,9 @@ impl Fleet {
             pressed: BTreeMap::new(),
             lossy: BTreeMap::new(),
             nodes,
+            kubelets,
+            throttled: BTreeMap::new(),
+            load: 1.0,
             ring_view,
             shares,
             pending_refresh: None,
@@ -396,6 +421,7 @@ impl Fleet {
         let shape = self.scenario.fleet.clone();
         let hour = (self.scenario.start_hour + now as f64 / 3600.0) % 24.0;
         let daily = 1.0 + 0.3 * (std::f64::consts::TAU * (hour - 9.0) / 24.0).sin();
+        self.load = daily;
         let fleet_rate = shape.api.requests_per_second * daily * (1.0 + 0.02 * self.normal());
 
         // Backend error fraction per datacenter from the previous second: what clients retry.
@@ -666,6 +692,13 @@ impl Fleet {
             };
             node.step(daily, trouble);
         }
+        if !self.kubelets.is_empty() {
+            let mut kubelets = std::mem::take(&mut self.kubelets);
+            for (_, kubelet) in &mut kubelets {
+                kubelet.step(&self.instances, |index| self.running(index));
+            }
+            self.kubelets = kubelets;
+        }
         for (node, (_, redis)) in self.redis.iter_mut().enumerate() {
             redis.received += node_created[node];
             if redis.alive {
@@ -778,10 +811,27 @@ impl Fleet {
     }
 
     /// Extra seconds per operation of the instance at `index`: its host's CPU steal and
-    /// memory pressure.
+    /// memory pressure, and its container's CFS throttling.
     fn steal(&self, index: usize) -> f64 {
         let host = &self.instances[index].host;
-        self.starved.get(host).copied().unwrap_or(0.0) + self.pressed.get(host).copied().unwrap_or(0.0)
+        let throttling = self.throttled.get(&index).map_or(0.0, |&limit| {
+            crate::cadvisor::Kubelet::extra_seconds(self.instances[index].service, self.load, limit)
+        });
+        self.starved.get(host).copied().unwrap_or(0.0) + self.pressed.get(host).copied().unwrap_or(0.0) + throttling
+    }
+
+    /// What the kubelet sees of the instance at `index`'s container this second.
+    pub(crate) fn running(&self, index: usize) -> crate::cadvisor::Running {
+        let started_at = match self.instance_state(index) {
+            State::Backend(backend) => Some(backend.started_at),
+            State::Redis(redis) => redis.alive.then_some(redis.started_at),
+            _ => Some(0),
+        };
+        crate::cadvisor::Running {
+            load: self.load,
+            limit_cores: self.throttled.get(&index).copied(),
+            started_at,
+        }
     }
 
     fn normal(&mut self) -> f64 {
@@ -852,6 +902,15 @@ impl Fleet {
                     | FaultKind::HostSaturation
                     | FaultKind::HostMemoryPressure
                     | FaultKind::HostPacketLoss => {}
+                    FaultKind::CpuThrottling => {
+                        if starting {
+                            let factor = fault.factor.unwrap_or(2.0).max(1.0);
+                            let limit = crate::cadvisor::base_cores(self.instances[index].service) / factor;
+                            self.throttled.insert(index, limit);
+                        } else {
+                            self.throttled.remove(&index);
+                        }
+                    }
                     FaultKind::SessionLoss => {
                         if !starting {
                             continue;
@@ -1023,6 +1082,9 @@ impl Fleet {
         if let Some((_, node)) = self.nodes.iter().find(|(at, _)| *at == index) {
             return State::Node(node);
         }
+        if let Some((_, kubelet)) = self.kubelets.iter().find(|(at, _)| *at == index) {
+            return State::Kubelet(kubelet);
+        }
         match self.redis.iter().find(|(at, _)| *at == index) {
             Some((_, redis)) => State::Redis(redis),
             None => State::Missing,
@@ -1093,6 +1155,7 @@ pub(crate) enum State<'a> {
     Voice(&'a Voice),
     Media(&'a Media),
     Node(&'a crate::node::Node),
+    Kubelet(&'a crate::cadvisor::Kubelet),
     Missing,
 }
 

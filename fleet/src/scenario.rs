@@ -94,6 +94,12 @@ pub struct FleetShape {
     /// scenarios and the random corpus the confidence model was fitted on predate it.
     #[serde(default)]
     pub node_exporter: bool,
+    /// Whether every host also runs a kubelet whose cAdvisor serves each container's CPU,
+    /// CFS throttling, memory and OOM families (an instance `kubelet-<dc>-<h>` of service
+    /// `kubelet` per host, after the node_exporters; each series names its container's
+    /// instance in `pod`; fleet/src/cadvisor.rs). Default false.
+    #[serde(default)]
+    pub cadvisor: bool,
     /// Which libraries the API tier and the backend print their request metrics with, and
     /// whether a service mesh's sidecars add theirs. Default: client_python's conventions on
     /// the API tier, Micrometer on the backend, no mesh (what the shipped scenarios print).
@@ -174,7 +180,8 @@ impl FleetShape {
     /// Every instance of this shape, API first, then backend, Redis, database, gateway,
     /// voice and media, each by datacenter and number: `<service>-<dc>-<n>` on host
     /// `dc-<dc>-host-<h>`, each service starting on its own host so services spread; then,
-    /// with `node_exporter`, one `node-<dc>-<h>` per host.
+    /// with `node_exporter`, one `node-<dc>-<h>` per host, and with `cadvisor`, one
+    /// `kubelet-<dc>-<h>` per host.
     pub fn layout(&self) -> Vec<Instance> {
         let mut instances = Vec::new();
         for (service, per_dc, offset) in [
@@ -198,12 +205,15 @@ impl FleetShape {
                 }
             }
         }
-        if self.node_exporter {
+        for (wanted, service) in [(self.node_exporter, Service::Node), (self.cadvisor, Service::Kubelet)] {
+            if !wanted {
+                continue;
+            }
             for dc in 1..=self.datacenters {
                 for host in 1..=self.hosts_per_datacenter {
                     instances.push(Instance {
-                        name: format!("{}-{dc}-{host}", Service::Node.name()),
-                        service: Service::Node,
+                        name: format!("{}-{dc}-{host}", service.name()),
+                        service,
                         dc: format!("dc-{dc}"),
                         host: format!("dc-{dc}-host-{host}"),
                     });
@@ -225,6 +235,7 @@ impl Default for FleetShape {
             db: DbShape::default(),
             beam: BeamShape::default(),
             node_exporter: false,
+            cadvisor: false,
             instrumentation: Instrumentation::default(),
         }
     }
@@ -464,6 +475,8 @@ pub struct Fault {
     #[serde(default)]
     pub warmup_seconds: Option<f64>,
     /// `retry_storm`: factor on the selected API instances' client traffic. Default 4.
+    /// `cpu_throttling`: the containers' CPU demand at the day's mean traffic over their new
+    /// limit. Default 2.
     #[serde(default)]
     pub factor: Option<f64>,
     /// `dc_degradation`: fraction of calls into or out of the datacenter that fail, 0..1.
@@ -563,11 +576,19 @@ pub enum FaultKind {
     /// retransmitted segments (`node_netstat_Tcp_RetransSegs`) rise. The verdict that names it
     /// is `host_network`.
     HostPacketLoss,
+    /// The selected instances' containers get a CPU limit below their demand (a deploy set
+    /// `resources.limits.cpu` too low): at the day's mean traffic they want `factor` times the
+    /// cores the limit allows (default 2), so the kernel's CFS quota throttles them and each
+    /// operation waits for the next period (up to 100 ms; fleet/src/cadvisor.rs). Selects
+    /// backend instances unless `select.service` says otherwise (any service but the BEAM
+    /// ones, which the simulator does not slow). With the fleet's `cadvisor`, the kubelet
+    /// reports the throttled periods and seconds.
+    CpuThrottling,
 }
 
 impl FaultKind {
     /// Every kind, in the order docs/scenarios.md lists them.
-    pub const ALL: [FaultKind; 11] = [
+    pub const ALL: [FaultKind; 12] = [
         FaultKind::NodeLoss,
         FaultKind::SlowNode,
         FaultKind::ColdStart,
@@ -579,6 +600,7 @@ impl FaultKind {
         FaultKind::HostMemoryPressure,
         FaultKind::HostPacketLoss,
         FaultKind::SessionLoss,
+        FaultKind::CpuThrottling,
     ];
 
     /// The name ground truth and verdicts use (`node_loss`, `slow_node`, `cold_start`).
@@ -595,12 +617,14 @@ impl FaultKind {
             FaultKind::HostMemoryPressure => "host_memory_pressure",
             FaultKind::HostPacketLoss => "host_packet_loss",
             FaultKind::SessionLoss => "session_loss",
+            FaultKind::CpuThrottling => "cpu_throttling",
         }
     }
 
     /// The service the fault applies to; `network` for a datacenter-wide or link fault, which
     /// selects every instance of the datacenter, and `host` for a host fault, which selects
-    /// every instance of the host.
+    /// every instance of the host. A `cpu_throttling` fault's is its default; its selector may
+    /// name another (the ground truth names the selected instances' service).
     pub fn service(self) -> &'static str {
         match self {
             FaultKind::NodeLoss | FaultKind::SlowNode => "redis",
@@ -610,6 +634,7 @@ impl FaultKind {
             FaultKind::DcDegradation | FaultKind::LinkDegradation => "network",
             FaultKind::HostSaturation | FaultKind::HostMemoryPressure | FaultKind::HostPacketLoss => "host",
             FaultKind::SessionLoss => "gateway",
+            FaultKind::CpuThrottling => "backend",
         }
     }
 }
@@ -938,7 +963,13 @@ impl Scenario {
                     0.0,
                     86_400.0,
                 ),
-                ("factor", fault.factor, &[FaultKind::RetryStorm], 1.0, 1000.0),
+                (
+                    "factor",
+                    fault.factor,
+                    &[FaultKind::RetryStorm, FaultKind::CpuThrottling],
+                    1.0,
+                    1000.0,
+                ),
                 (
                     "loss",
                     fault.loss,
@@ -974,7 +1005,14 @@ impl Scenario {
                 );
             }
             if let Some(service) = &fault.select.service {
-                if fault.kind.service() != "network"
+                if fault.kind == FaultKind::CpuThrottling {
+                    if !["api", "backend", "redis", "db"].contains(&service.as_str()) {
+                        return fail(
+                            &format!("faults[{index}].select.service"),
+                            format!("cpu_throttling slows api, backend, redis or db instances, not '{service}'"),
+                        );
+                    }
+                } else if fault.kind.service() != "network"
                     && fault.kind.service() != "host"
                     && service != fault.kind.service()
                 {

@@ -50,21 +50,22 @@ impl RunningFleet {
 
     /// Every served instance as a Prometheus file_sd document (JSON): `[{"targets":
     /// ["127.0.0.1:<port>"], "labels": {"dc", "host", "service", "pod"}}]`, one group per
-    /// instance, for Prometheus's or epicenter's `file_sd_configs`.
+    /// instance, for Prometheus's or epicenter's `file_sd_configs`. A kubelet's group has no
+    /// `pod`: its cAdvisor series name their own pods, which a target label would overwrite.
     pub fn file_sd(&self) -> serde_json::Value {
         let groups = self
             .served
             .iter()
             .map(|served| {
-                serde_json::json!({
-                    "targets": [served.address],
-                    "labels": {
-                        "dc": served.instance.dc,
-                        "host": served.instance.host,
-                        "service": served.instance.service.name(),
-                        "pod": served.instance.name,
-                    }
-                })
+                let mut labels = serde_json::json!({
+                    "dc": served.instance.dc,
+                    "host": served.instance.host,
+                    "service": served.instance.service.name(),
+                });
+                if served.instance.service != crate::topology::Service::Kubelet {
+                    labels["pod"] = served.instance.name.clone().into();
+                }
+                serde_json::json!({"targets": [served.address], "labels": labels})
             })
             .collect();
         serde_json::Value::Array(groups)

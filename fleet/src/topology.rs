@@ -20,6 +20,9 @@ pub enum Service {
     Media,
     /// A host's node_exporter (with the fleet's `node_exporter`): one per host.
     Node,
+    /// A host's kubelet serving cAdvisor's container families (with the fleet's `cadvisor`):
+    /// one per host.
+    Kubelet,
 }
 
 impl Service {
@@ -34,6 +37,7 @@ impl Service {
             Service::Voice => "voice",
             Service::Media => "media",
             Service::Node => "node",
+            Service::Kubelet => "kubelet",
         }
     }
 }

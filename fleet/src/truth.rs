@@ -68,12 +68,17 @@ pub fn ground_truth(fleet: &Fleet) -> Vec<Truth> {
                 list.sort();
                 list.dedup();
             }
+            // A throttled container's service is whichever the selector picked.
+            let service = match (fault.kind, picked.first()) {
+                (crate::scenario::FaultKind::CpuThrottling, Some(&index)) => instances[index].service.name(),
+                _ => fault.kind.service(),
+            };
             let onset_seconds = fault.at.0.as_secs().max(1) as i64;
             let onset_ms = fleet.start_ms() + onset_seconds * 1000;
             Truth {
                 scenario: scenario.name.clone(),
                 kind: fault.kind.name().to_string(),
-                service: fault.kind.service().to_string(),
+                service: service.to_string(),
                 dcs,
                 hosts,
                 instances: names,

@@ -267,6 +267,117 @@ fn node_exporter_adds_one_instance_per_host_and_changes_nothing_else() {
     assert!(first.contains("nodename=\"dc-1-host-1\""), "{first}");
 }
 
+/// Issue 18: a host's kubelet prints cAdvisor's container families with the names and types
+/// of a real kubelet scrape (nri-prometheus's capture) and its label names, written as
+/// Kubernetes 1.16 renamed them (`container_name` → `container`, `pod_name` → `pod`; the
+/// capture predates it, and its per-CPU `cpu` label on the usage counter is gone too);
+/// `container_oom_events_total`, newer than the capture, as the spec-derived example in
+/// rules/signals/examples/cadvisor.prom has it.
+#[test]
+fn kubelets_print_what_cadvisor_prints() {
+    let Some(path) = shared("fixtures/exposition/edge_cases/cadvisor-kubelet-large-1.4MB.prom") else {
+        return;
+    };
+    let real = families(&std::fs::read_to_string(path).unwrap());
+    let example = families(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../rules/signals/examples/cadvisor.prom"
+        ))
+        .unwrap(),
+    );
+    let mut scenario = Scenario::load("healthy").unwrap();
+    scenario.fleet.cadvisor = true;
+    let mut fleet = Fleet::new(&scenario, START_MS);
+    for _ in 0..120 {
+        fleet.step();
+    }
+    let index = fleet
+        .instances()
+        .iter()
+        .position(|instance| instance.service == Service::Kubelet)
+        .unwrap();
+    let simulated = families(&fleet.render(index));
+    assert_eq!(simulated.len(), 8, "{simulated:?}");
+    let renamed = |labels: &BTreeSet<String>| -> BTreeSet<String> {
+        labels
+            .iter()
+            .filter(|name| *name != "cpu")
+            .map(|name| match name.as_str() {
+                "container_name" => "container".to_string(),
+                "pod_name" => "pod".to_string(),
+                other => other.to_string(),
+            })
+            .collect()
+    };
+    for (name, (kind, labels)) in &simulated {
+        let (real_kind, real_labels) = real
+            .get(name)
+            .or_else(|| example.get(name))
+            .unwrap_or_else(|| panic!("{name}: in neither the capture nor the example"));
+        assert_eq!(kind, real_kind, "{name}");
+        assert_eq!(labels, &renamed(real_labels), "{name}");
+    }
+}
+
+/// The kubelets add one `kubelet-<d>-<h>` per host after every other instance (node_exporters
+/// included), each printing one container per instance on its host (named by `pod`), and
+/// leave every other instance's exposition exactly as it was.
+#[test]
+fn cadvisor_adds_one_kubelet_per_host_and_changes_nothing_else() {
+    let mut scenario = Scenario::load("backend-cold-start").unwrap();
+    scenario.fleet.node_exporter = true;
+    let mut without = Fleet::new(&scenario, START_MS);
+    scenario.fleet.cadvisor = true;
+    let mut with = Fleet::new(&scenario, START_MS);
+    for _ in 0..300 {
+        without.step();
+        with.step();
+    }
+    let hosts = scenario.fleet.datacenters * scenario.fleet.hosts_per_datacenter;
+    assert_eq!(with.instances().len(), without.instances().len() + hosts);
+    for (index, instance) in without.instances().iter().enumerate() {
+        assert_eq!(&with.instances()[index], instance);
+        assert_eq!(with.render(index), without.render(index), "{}", instance.name);
+    }
+    for (offset, kubelet) in with.instances()[without.instances().len()..].iter().enumerate() {
+        assert_eq!(kubelet.service, Service::Kubelet);
+        let text = with.render(without.instances().len() + offset);
+        let exposition = parse(
+            text.as_bytes(),
+            ParseOptions {
+                format: FormatChoice::Text,
+                validation: Validation::Prometheus,
+            },
+        )
+        .unwrap();
+        let mut pods: BTreeSet<String> = BTreeSet::new();
+        for sample in exposition
+            .samples
+            .iter()
+            .filter(|sample| sample.name.as_ref() == "container_cpu_cfs_periods_total")
+        {
+            let labels = exposition.label_map(sample);
+            pods.insert(labels["pod"].clone());
+            // Ten 100 ms periods a second for the 300 s run (the backend's restart at 3m
+            // started a new container with its own count).
+            assert!(
+                sample.value == 3000.0 || (labels["container"] == "backend" && sample.value < 3000.0),
+                "{labels:?} {}",
+                sample.value
+            );
+        }
+        let expected: BTreeSet<String> = without
+            .instances()
+            .iter()
+            .filter(|instance| instance.host == kubelet.host && instance.service != Service::Node)
+            .map(|instance| instance.name.clone())
+            .collect();
+        assert_eq!(pods, expected, "{}", kubelet.name);
+    }
+    assert_eq!(with.instances()[without.instances().len()].name, "kubelet-1-1");
+}
+
 #[test]
 fn the_api_tier_uses_client_pythons_default_buckets() {
     let Some(path) = shared("fixtures/exposition/python_client/client-python-histogram-default-buckets.prom") else {

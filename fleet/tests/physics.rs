@@ -511,3 +511,65 @@ fn a_starved_host_slows_every_instance_on_it_and_only_those() {
     assert_eq!(truth[0].service, "host");
     assert_eq!(truth[0].instances, ["backend-2-3", "db-2-1", "media-2-2", "redis-2-2"]);
 }
+
+/// Issue 18: a container whose CPU limit falls to half its demand (`cpu_throttling`, factor
+/// 2, on backend-2-1) uses exactly its limit (0.3 of the backend's 0.6 cores) and ends nearly
+/// every CFS period throttled (at least 9 of the 10 a second, as its kubelet's cAdvisor
+/// reports it), while every other container stays under one throttled period a second; its
+/// requests slow by the rest of a period in the share its demand exceeds the quota by (about
+/// 0.1 × (1 − 1 / (2 × load)) s: over 20 ms at this hour's load), and no other backend's do.
+#[test]
+fn a_throttled_container_is_throttled_and_slowed_and_no_other() {
+    let scenario = Scenario::from_yaml(
+        "name: throttle\nseed: 8\nduration: 8m\nstart_hour: 11\nfleet: {cadvisor: true}\nfaults:\n  - {kind: cpu_throttling, select: {service: backend, dc: dc-2, count: 1}, at: 4m}\n",
+    )
+    .unwrap();
+    let recording = record(&scenario);
+    let onset = recording.onset();
+    let (from, to) = (onset + 20_000, onset + 200_000);
+    let seconds = (to - from) as f64 / 1000.0;
+    let pod = |key: &Key| label(key, "pod").to_string();
+    let usage = recording.increase("container_cpu_usage_seconds_total", pod, from, to);
+    let throttled = recording.increase("container_cpu_cfs_throttled_periods_total", pod, from, to);
+    let periods = recording.increase("container_cpu_cfs_periods_total", pod, from, to);
+    assert!(usage.len() > 20, "{usage:?}");
+    for (name, used) in &usage {
+        assert!(
+            (periods[name] / seconds - 10.0).abs() < 0.1,
+            "{name}: {}",
+            periods[name]
+        );
+        let throttled_per_second = throttled[name] / seconds;
+        if name == "backend-2-1" {
+            assert!((used / seconds - 0.3).abs() < 0.005, "{name}: {} cores", used / seconds);
+            assert!(throttled_per_second >= 9.0, "{name}: {throttled_per_second}");
+        } else {
+            assert!(throttled_per_second < 1.0, "{name}: {throttled_per_second}");
+        }
+    }
+    // The backends' own request time (Micrometer's timer, all outcomes): `_sum` increase over
+    // `_count` increase.
+    let mean = |from: i64, to: i64| -> BTreeMap<String, f64> {
+        let group = |key: &Key| key.pod.clone();
+        let sums = recording.increase("http_server_requests_seconds_sum", group, from, to);
+        let counts = recording.increase("http_server_requests_seconds_count", group, from, to);
+        sums.into_iter()
+            .map(|(pod, sum)| (pod.clone(), sum / counts[&pod]))
+            .collect()
+    };
+    let before = mean(onset - 180_000, onset - 10_000);
+    let during = mean(from, to);
+    for (pod, during) in &during {
+        let before = before[pod];
+        if pod == "backend-2-1" {
+            assert!(*during > before + 0.02, "{pod}: {before} -> {during}");
+        } else {
+            assert!((during - before).abs() < 0.005, "{pod}: {before} -> {during}");
+        }
+    }
+    let truth = ground_truth(&Fleet::new(&scenario, START_MS));
+    assert_eq!(
+        (truth[0].service.as_str(), truth[0].instances.as_slice()),
+        ("backend", &["backend-2-1".to_string()][..])
+    );
+}

@@ -271,6 +271,7 @@ fn batch(second: i64, redis_up: f64) -> Batch {
         },
         samples: vec![("redis_up".into(), BTreeMap::new(), redis_up)],
         late: false,
+        reported: false,
     }
 }
 
