@@ -256,25 +256,35 @@ fn run_dataset(dataset: &str, args: &EvalArgs) -> ExitCode {
         println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
         return ExitCode::SUCCESS;
     }
-    println!("PetShop root-cause dataset (Amazon Science, CC-BY-4.0): recall of the root-cause component");
     println!(
-        "{:<20} {:<6} {:<13} {:>6} {:>6} {:>6}   {:>9} {:>9}",
-        "setting", "split", "issue metric", "issues", "top-1", "top-3", "ref top-1", "ref top-3"
+        "PetShop root-cause dataset (Amazon Science, CC-BY-4.0): recall of the root-cause component \
+         among the detector's candidates"
+    );
+    println!(
+        "{:<20} {:<6} {:<13} {:>6} {:>6} {:>6} {:>8} {:>6}   {:>9} {:>9}",
+        "setting", "split", "issue metric", "issues", "top-1", "top-3", "flagged", "tied", "ref top-1", "ref top-3"
     );
     let figure = |value: Option<f64>| value.map_or("-".to_string(), |value| format!("{value:.2}"));
     for row in &rows {
         println!(
-            "{:<20} {:<6} {:<13} {:>6} {:>6.2} {:>6.2}   {:>9} {:>9}",
+            "{:<20} {:<6} {:<13} {:>6} {:>6.2} {:>6.2} {:>8} {:>6}   {:>9} {:>9}",
             row.setting,
             row.split,
             row.metric,
             row.issues,
             row.top1,
             row.top3,
+            row.target_flagged,
+            row.tied_at_top,
             figure(row.paper_top1),
             figure(row.paper_top3),
         );
     }
+    println!(
+        "flagged: issues whose target the detector flagged in the issue's metric at an issue step \
+         (else ranked at the first issue step with any candidate); tied: issues whose first two \
+         candidates had equal scores (ordered by name)."
+    );
     println!(
         "ref: the dataset paper's anomaly-traversal baseline as its repository's notebook prints it \
          (train and test pooled, temporal settings pooled; arXiv 2311.04806); \

@@ -1,9 +1,9 @@
 //! epicenter's scoring: the detector judged on data with a known answer.
 //!
 //! **Enters:** scenarios (run headless on the simulated fleet, [`scenarios`]), datasets with
-//! ground truth (PetShop, [`petshop`]), stored samples ([`replay`]), a Prometheus server's
-//! samples ([`prometheus`], replayed the same way) and a demo run's ground
-//! truth and verdicts ([`demo`]). **Leaves:** scores (AC@k at host and datacenter level,
+//! ground truth (PetShop, [`petshop`]: loaded and adapted, ranked by the detector), stored
+//! samples ([`replay`]), a Prometheus server's samples ([`prometheus`], replayed the same way)
+//! and a demo run's ground truth and verdicts ([`demo`]). **Leaves:** scores (AC@k at host and datacenter level,
 //! Avg@5, time to detect, false verdicts, top-k recall, calibration), the printed report
 //! ([`report`]), verdict events, `ground_truth` rows. **Never:** tunes the detector: it calls
 //! the detector as the live path does, and nothing here is fitted to a dataset's test split
