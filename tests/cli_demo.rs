@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::sql_rows;
+use common::{scratch, sql_rows};
 
 /// How long a test waits for a fleet to write its targets file, or for a verdict: bounds
 /// for a busy machine, far above what an idle one takes (under a second, about 15 s).
@@ -253,9 +253,7 @@ fn a_throttled_container_demo_is_named_from_its_kubelet() {
     if !library_available() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("epicenter-demo-throttle-scenario-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("epicenter-demo-throttle-scenario");
     let scenario = dir.join("throttle.yml");
     std::fs::write(
         &scenario,
@@ -465,9 +463,7 @@ impl Drop for Live {
 
 impl Live {
     fn start(label: &str, scenario: &str, detector: &str) -> Live {
-        let dir = std::env::temp_dir().join(format!("epicenter-live-{label}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch(&format!("epicenter-live-{label}"));
         let targets = dir.join("targets.json");
         let fleet = Command::new(env!("CARGO_BIN_EXE_epicenter"))
             .args(["fleet", "--scenario", scenario, "--targets-file"])
@@ -635,9 +631,7 @@ fn a_mesh_gives_the_graph_without_dependencies_and_the_slow_callee_is_named() {
         !scenario.contains("\nfleet:"),
         "the shipped scenario has its own fleet section"
     );
-    let dir = std::env::temp_dir().join(format!("epicenter-mesh-scenario-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("epicenter-mesh-scenario");
     for mesh in ["istio", "linkerd"] {
         mesh_run(&dir, &scenario, mesh);
     }

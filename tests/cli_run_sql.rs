@@ -11,6 +11,7 @@
 #![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
 
 mod common;
+use common::scratch;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -357,14 +358,6 @@ fn file_sd_targets_are_scraped_and_a_changed_file_is_picked_up() {
     expected.sort();
     assert_eq!(per_instance.lines().collect::<Vec<_>>(), expected);
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// An empty folder `<temp>/<name>-<pid>` (emptied if a failed run left it).
-fn scratch(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// Writes a config scraping `targets` (host:port list) every 300 ms into `dir/data`; returns

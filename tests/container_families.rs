@@ -17,41 +17,7 @@
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::eval_json as eval;
-
-fn repository(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
-
-/// A rules file holding the shipped rules of these metrics only.
-fn rules_of(metrics: &[&str]) -> String {
-    let shipped = std::fs::read_to_string(repository("rules/signals/signals.yml")).unwrap();
-    let mut text = String::from("signals:\n");
-    let mut found = Vec::new();
-    for line in shipped.lines() {
-        let Some(rest) = line.trim_start().strip_prefix("- {metric: ") else {
-            continue;
-        };
-        let metric = rest.split(',').next().unwrap();
-        if metrics.contains(&metric) {
-            text.push_str(line);
-            text.push('\n');
-            found.push(metric);
-        }
-    }
-    for metric in metrics {
-        assert!(found.contains(metric), "no shipped rule reads {metric}");
-    }
-    text
-}
-
-/// A fresh folder for this test's files.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("epicenter-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{eval_json as eval, repository, scratch, shipped_rules_of as rules_of};
 
 /// The throttling scenarios: (name, seed, start hour, fleet extras, fault).
 const THROTTLED: [(&str, u64, u32, &str, &str); 4] = [
@@ -125,7 +91,7 @@ fn judged(report: &serde_json::Value) -> Vec<(String, bool, f64, u64, String)> {
 
 #[test]
 fn a_throttled_container_is_named_from_its_kubelets_evidence_alone() {
-    let dir = scratch("container-families");
+    let dir = scratch("epicenter-container-families");
     let files = throttled_scenarios(&dir);
     let write = |name: &str, text: &str| {
         let path = dir.join(name);
@@ -170,7 +136,7 @@ fn a_throttled_container_is_named_from_its_kubelets_evidence_alone() {
 
 #[test]
 fn with_kubelets_on_every_host_every_fault_keeps_its_root_and_kind() {
-    let dir = scratch("container-shipped");
+    let dir = scratch("epicenter-container-shipped");
     let mut files = throttled_scenarios(&dir);
     let mut shipped: Vec<PathBuf> = Vec::new();
     for folder in ["scenarios", "scenarios/hosts"] {

@@ -12,36 +12,8 @@
 
 #![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
 
-use std::path::{Path, PathBuf};
-
 mod common;
-use common::eval_json as eval;
-
-fn repository(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
-}
-
-/// A rules file holding the shipped rules of these metrics only.
-fn rules_of(metrics: &[&str]) -> String {
-    let shipped = std::fs::read_to_string(repository("rules/signals/signals.yml")).unwrap();
-    let mut text = String::from("signals:\n");
-    let mut found = Vec::new();
-    for line in shipped.lines() {
-        let Some(rest) = line.trim_start().strip_prefix("- {metric: ") else {
-            continue;
-        };
-        let metric = rest.split(',').next().unwrap();
-        if metrics.contains(&metric) {
-            text.push_str(line);
-            text.push('\n');
-            found.push(metric);
-        }
-    }
-    for metric in metrics {
-        assert!(found.contains(metric), "no shipped rule reads {metric}");
-    }
-    text
-}
+use common::{eval_json as eval, repository, shipped_rules_of as rules_of};
 
 /// Shipped scenario `name` under another name, its fleet printing `instrumentation`.
 fn instrumented(name: &str, renamed: &str, instrumentation: &str) -> String {

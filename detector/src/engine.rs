@@ -408,6 +408,9 @@ pub struct Detector {
     /// (caller service, callee instance) of every server series whose rule names its caller
     /// (a mesh's destination-side series), recorded when the series is first seen.
     caller_links: BTreeSet<(String, String)>,
+    /// Changes whenever the instances, their placement or the observed links change
+    /// ([`Detector::graph_generation`]).
+    graph_generation: u64,
     interval_ms: i64,
     /// Leaders of evidence no open incident explains, with the rounds each has led.
     pending: BTreeMap<String, u32>,
@@ -454,6 +457,7 @@ impl Detector {
             lost_input_ms: i64::MIN,
             peer_links: BTreeSet::new(),
             caller_links: BTreeSet::new(),
+            graph_generation: 0,
             interval_ms,
             pending: BTreeMap::new(),
             incidents: Vec::new(),
@@ -480,6 +484,13 @@ impl Detector {
             .iter()
             .filter_map(|(instance, peer)| Some((instance.clone(), self.resolve(peer)?)))
             .collect()
+    }
+
+    /// A number that changes whenever what [`Detector::observed_edges`] and the instances
+    /// would show changes (an instance seen or re-placed, a link observed): a graph built at
+    /// one value stands until it moves.
+    pub fn graph_generation(&self) -> u64 {
+        self.graph_generation
     }
 
     /// Every instance-level call edge the series show: [`Detector::peer_edges`], and for each
@@ -562,10 +573,14 @@ impl Detector {
         // The latest placement holds: a target's host can be learnt after its first scrape
         // (node_exporter's `node_uname_info`, a relabeling changed).
         match self.instances.get_mut(&instance.name) {
-            Some(known) if own && known != instance => *known = instance.clone(),
+            Some(known) if own && known != instance => {
+                *known = instance.clone();
+                self.graph_generation += 1;
+            }
             Some(_) => {}
             None => {
                 self.instances.insert(instance.name.clone(), instance.clone());
+                self.graph_generation += 1;
             }
         }
         if own {
@@ -598,10 +613,14 @@ impl Detector {
                 }
                 let peer = rule.peer(&labels);
                 if let Some(peer) = &peer {
-                    self.peer_links.insert((instance.name.clone(), peer.clone()));
+                    if self.peer_links.insert((instance.name.clone(), peer.clone())) {
+                        self.graph_generation += 1;
+                    }
                 }
                 if let Some(caller) = rule.caller(&labels) {
-                    self.caller_links.insert((caller, instance.name.clone()));
+                    if self.caller_links.insert((caller, instance.name.clone())) {
+                        self.graph_generation += 1;
+                    }
                 }
                 if let Some(role) = rule.spec.role {
                     let holder = match (&rule.spec.peer, &peer) {
@@ -701,6 +720,23 @@ impl Detector {
                     .dependencies
                     .iter()
                     .any(|dependency| dependency.callee == info.service)
+        })
+    }
+
+    /// Whether `own` (one instance's anomalies) holds throttling of its container (a rule
+    /// `role: container`) that began no more than an interval after any other of its own
+    /// anomalies.
+    fn throttled_first(&self, own: &[&Anomaly]) -> bool {
+        let since = own
+            .iter()
+            .filter(|a| {
+                a.peer.is_none() && a.class == Class::Saturation && self.rule_role(&a.metric) == Some(Role::Container)
+            })
+            .map(|a| a.onset_ms)
+            .min();
+        since.is_some_and(|since| {
+            !own.iter()
+                .any(|a| a.peer.is_none() && a.onset_ms.saturating_add(self.interval_ms) < since)
         })
     }
 
@@ -1343,13 +1379,6 @@ impl Detector {
             // went unanswered (`up`) says nothing about its host.
             return Some(self.host_kind(anomalies, &leader.host).to_string());
         }
-        // The leader's container is throttled by its CPU quota: whatever it is, its limit is
-        // what slows it (a starved host does not raise a container's throttling).
-        if own.iter().any(|a| {
-            a.peer.is_none() && a.class == Class::Saturation && self.rule_role(&a.metric) == Some(Role::Container)
-        }) {
-            return Some("cpu_throttling".to_string());
-        }
         let kind = if is(Role::Cache) {
             // The node's exporter could not even be scraped in time (`up` down, while a dead
             // node's exporter still answers `redis_up 0`): the node accepts connections but
@@ -1385,6 +1414,20 @@ impl Detector {
             }
         } else {
             "unknown"
+        };
+        // The leader's container is throttled by its CPU quota, and that is where its trouble
+        // began: its limit is what slows it, whatever it is (a Redis node, a database, a
+        // mailbox). Not when more work came first: a surge of traffic (a retry storm at the
+        // entry, which the chain above names, or load spreading to a callee) or a restart (a
+        // cold JVM compiling) throttles a container that was fine at its usual load. A starved
+        // host does not raise a container's throttling (steal is not charged to the cgroup).
+        let kind = if matches!(kind, "unknown" | "slow_node" | "pool_exhaustion" | "mailbox_overload")
+            && !has(Class::Traffic)
+            && self.throttled_first(&own)
+        {
+            "cpu_throttling"
+        } else {
+            kind
         };
         // A starved host slows what runs on it; it does not kill, restart or drop sessions. The
         // host's exporter beside the leader makes it the host's, except under a database: a

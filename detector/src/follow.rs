@@ -164,19 +164,44 @@ pub fn scrape_batches(rows: &str) -> Result<Vec<Batch>, String> {
             .samples
             .push((row.metric, row.labels, row.value.unwrap_or(f64::NAN)));
     }
-    // An `up` of 1 alone at its time, of an instance whose samples carry times of their own,
-    // says nothing the scrape's samples do not.
-    let stamped: std::collections::HashSet<String> = scrapes
-        .values()
-        .filter(|batch| !is_up_only(batch))
-        .map(|batch| batch.instance.name.clone())
+    // An instance's own target is the one whose `up` it carries (a target's `up` is placed
+    // on the target): rows another target wrote about it (a kubelet's, about a pod) are
+    // reported. Without `up` rows in the read (a replay leaves them out) nothing is.
+    let mut own_sources: std::collections::HashMap<&str, std::collections::HashSet<&str>> =
+        std::collections::HashMap::new();
+    for ((_, name, source), batch) in &scrapes {
+        if batch.samples.iter().any(|(metric, _, _)| metric == "up") {
+            own_sources.entry(name.as_str()).or_default().insert(source.as_str());
+        }
+    }
+    let reported: std::collections::HashSet<(String, String)> = scrapes
+        .keys()
+        .filter(|(_, name, source)| {
+            own_sources
+                .get(name.as_str())
+                .is_some_and(|own| !own.contains(source.as_str()))
+        })
+        .map(|(_, name, source)| (name.clone(), source.clone()))
         .collect();
-    scrapes.retain(|_, batch| {
+    // An `up` of 1 alone at its time, of a target whose samples carry times of their own, says
+    // nothing the scrape's samples do not.
+    let stamped: std::collections::HashSet<(String, String)> = scrapes
+        .iter()
+        .filter(|(_, batch)| !is_up_only(batch))
+        .map(|((_, name, source), _)| (name.clone(), source.clone()))
+        .collect();
+    scrapes.retain(|(_, name, source), batch| {
         !(is_up_only(batch)
-            && stamped.contains(&batch.instance.name)
+            && stamped.contains(&(name.clone(), source.clone()))
             && batch.samples.iter().all(|(_, _, value)| *value >= 1.0))
     });
-    Ok(scrapes.into_values().collect())
+    Ok(scrapes
+        .into_iter()
+        .map(|((_, name, source), mut batch)| {
+            batch.reported = reported.contains(&(name, source));
+            batch
+        })
+        .collect())
 }
 
 /// Whether `batch` holds only the synthetic `up`.
@@ -757,6 +782,41 @@ mod tests {
         );
         rows.push(sample(15_000, "r1", "a", 9.0));
         assert!(follower.take(&rows.join("\n"), &live, now).unwrap().is_empty());
+    }
+
+    /// A pod's own target is the one whose `up` it carries: its rows are its own, the
+    /// kubelet's rows about it are reported; without `up` rows in the read (a replay) none is.
+    #[test]
+    fn rows_another_target_wrote_about_an_instance_are_reported() {
+        let row = |t: i64, source: &str, metric: &str| {
+            format!(
+                r#"{{"t":"{t}","metric":"{metric}","labels":{{"instance":"{source}"}},"value":1,"instance":"pod-1","dc":"dc-1","host":"h1","service":"web"}}"#
+            )
+        };
+        let with_up = [
+            row(10_000, "10.0.0.9:8080", "http_requests_total"),
+            row(10_000, "10.0.0.9:8080", "up"),
+            row(14_000, "10.0.0.5:10250", "container_cpu_cfs_throttled_periods_total"),
+        ]
+        .join("\n");
+        let read: Vec<(i64, String, bool)> = scrape_batches(&with_up)
+            .unwrap()
+            .iter()
+            .map(|batch| (batch.time_ms, batch.source().to_string(), batch.reported))
+            .collect();
+        assert_eq!(
+            read,
+            [
+                (10_000, "10.0.0.9:8080".to_string(), false),
+                (14_000, "10.0.0.5:10250".to_string(), true)
+            ]
+        );
+        let without_up = [
+            row(10_000, "10.0.0.9:8080", "http_requests_total"),
+            row(14_000, "10.0.0.5:10250", "container_cpu_cfs_throttled_periods_total"),
+        ]
+        .join("\n");
+        assert!(scrape_batches(&without_up).unwrap().iter().all(|batch| !batch.reported));
     }
 
     /// A pod's own scrapes (every 10 s, at :00) and its node's kubelet's scrapes of its

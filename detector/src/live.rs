@@ -252,7 +252,7 @@ pub struct Round {
     /// resolved), in the order [`crate::VerdictTracker::track`] gives.
     pub events: Vec<VerdictEvent>,
     /// The instance dependency graph the detector reasons over.
-    pub graph: GraphDocument,
+    pub graph: std::sync::Arc<GraphDocument>,
     /// How late this round started against its schedule (wall clock).
     pub lag: Duration,
     /// How long judging this round took (wall clock, tokio's clock): observing the batches
@@ -323,7 +323,10 @@ pub async fn run(
     let mut detector: Option<Detector> = None;
     let mut tracker = VerdictTracker::default();
     let mut pending: Vec<Batch> = Vec::new();
-    let mut previous: HashMap<String, i64> = HashMap::new();
+    let mut previous: HashMap<(String, String), i64> = HashMap::new();
+    // The graph of the last round that built one, with the generation it was built at: built
+    // again only when the detector's instances or links changed.
+    let mut graph: Option<(u64, std::sync::Arc<GraphDocument>)> = None;
     let mut gaps: Vec<i64> = Vec::new();
     let mut interval_ms: Option<i64> = None;
     let mut latest_ms = 0i64;
@@ -346,15 +349,11 @@ pub async fn run(
                     continue;
                 }
                 // The interval is the median of the first gaps between one target's samples
-                // (robust to scheduling jitter); fixed once INTERVAL_GAPS are known. Samples
-                // another target reported about an instance (a kubelet's, about its pods) come
-                // on that target's schedule, not the instance's: they would halve the gaps.
-                let before = if batch.reported {
-                    None
-                } else {
-                    previous.insert(batch.instance.name.clone(), batch.time_ms)
-                };
-                if let Some(before) = before {
+                // (robust to scheduling jitter); fixed once INTERVAL_GAPS are known. Per
+                // instance and source: a kubelet's samples about a pod come on the kubelet's
+                // schedule, and between the pod's own they would halve the gaps.
+                let source = (batch.instance.name.clone(), batch.source().to_string());
+                if let Some(before) = previous.insert(source, batch.time_ms) {
                     let gap = batch.time_ms - before;
                     if gap > 0 && gaps.len() < INTERVAL_GAPS {
                         gaps.push(gap);
@@ -455,7 +454,20 @@ pub async fn run(
                         events: tracker.track(&assessment),
                         open: assessment.incidents.clone(),
                         anomalies: assessment.anomalies.clone(),
-                        graph: graph_document(instances, detector.dependencies(), &detector.observed_edges()),
+                        graph: match &graph {
+                            Some((generation, document)) if *generation == detector.graph_generation() => {
+                                document.clone()
+                            }
+                            _ => {
+                                let document = std::sync::Arc::new(graph_document(
+                                    instances,
+                                    detector.dependencies(),
+                                    &detector.observed_edges(),
+                                ));
+                                graph = Some((detector.graph_generation(), document.clone()));
+                                document
+                            }
+                        },
                         lag,
                         duration: Duration::ZERO,
                         held_by: behind,
@@ -747,7 +759,7 @@ mod tests {
             open: Vec::new(),
             anomalies: Vec::new(),
             events: Vec::new(),
-            graph: graph_document(&BTreeMap::new(), &[], &Default::default()),
+            graph: std::sync::Arc::new(graph_document(&BTreeMap::new(), &[], &Default::default())),
             lag: Duration::from_millis(lag_ms),
             duration: Duration::ZERO,
             held_by: held_by_ms.map(Duration::from_millis),

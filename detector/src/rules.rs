@@ -82,8 +82,10 @@ pub enum Role {
     /// [`Role::Host`].
     Network,
     /// A container whose CPU quota the kernel enforces (cAdvisor's CFS throttled periods and
-    /// time, on series placed on their pod): `cpu_throttling` when the leader's own saturation
-    /// comes from such a rule (its limit is below its demand), whatever else it is.
+    /// time, on series placed on their pod): `cpu_throttling` when such a rule's saturation is
+    /// where the leader's trouble began and its traffic did not rise (its limit is below its
+    /// usual demand), in place of `unknown`, `slow_node`, `pool_exhaustion` or
+    /// `mailbox_overload`.
     Container,
 }
 

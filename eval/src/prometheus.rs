@@ -292,12 +292,13 @@ pub fn parse_matrix(body: &[u8]) -> Result<Vec<RawSeries>, String> {
         .collect()
 }
 
-/// `series` as the detector takes them: one [`Batch`] per instance and sample time, in time
-/// order, each sample's instance, datacenter, host and service from its labels by `placement`
-/// (as the collector places what it scrapes), its metric the `__name__`. A series without a
-/// name or an instance is left out.
+/// `series` as the detector takes them: one [`Batch`] per instance, source (the scraped
+/// `instance` label: a kubelet's series about a pod are the kubelet's scrape, not the pod's)
+/// and sample time, in time order, each sample's instance, datacenter, host and service from
+/// its labels by `placement` (as the collector places what it scrapes), its metric the
+/// `__name__`. A series without a name or an instance is left out.
 pub fn batches(series: Vec<RawSeries>, placement: &PlacementConfig) -> Vec<Batch> {
-    let mut scrapes: BTreeMap<(i64, String), Batch> = BTreeMap::new();
+    let mut scrapes: BTreeMap<(i64, String, String), Batch> = BTreeMap::new();
     for RawSeries { mut labels, samples } in series {
         let Some(metric) = labels.remove("__name__") else {
             continue;
@@ -306,9 +307,13 @@ pub fn batches(series: Vec<RawSeries>, placement: &PlacementConfig) -> Vec<Batch
         if placed.instance.is_empty() {
             continue;
         }
+        let source = labels
+            .get("instance")
+            .cloned()
+            .unwrap_or_else(|| placed.instance.clone());
         for (time_ms, value) in samples {
             scrapes
-                .entry((time_ms, placed.instance.clone()))
+                .entry((time_ms, placed.instance.clone(), source.clone()))
                 .or_insert_with(|| Batch {
                     time_ms,
                     instance: InstanceInfo {

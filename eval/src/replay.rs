@@ -94,7 +94,11 @@ impl Replayer {
             }
             run.latest = run.latest.max(batch.time_ms);
             let samples = batch.samples.iter().map(|(m, l, v)| (m.as_str(), l.clone(), *v));
-            run.detector.observe(batch.time_ms, &batch.instance, samples);
+            if batch.reported {
+                run.detector.observe_reported(batch.time_ms, &batch.instance, samples);
+            } else {
+                run.detector.observe(batch.time_ms, &batch.instance, samples);
+            }
         }
     }
 

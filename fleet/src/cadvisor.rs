@@ -5,9 +5,11 @@
 //! label set as in rules/signals/examples/cadvisor.prom).
 //!
 //! Physics, per second, per container:
-//! - CPU demand, in cores: the service's own ([`base_cores`]) times the day's traffic shape,
-//!   with 5 % noise. The container's CFS quota allows `limit` cores: four times the service's
-//!   demand normally, and `base_cores / factor` while a `cpu_throttling` fault holds it.
+//! - CPU demand, in cores: the service's own ([`base_cores`]) times the instance's work (the
+//!   fleet's [`Running::work`]: its traffic against the service's mean, and a warming JVM's
+//!   JIT), with 5 % noise. The container's CFS quota allows `limit` cores: four times the
+//!   service's mean demand normally, and `base_cores / factor` while a `cpu_throttling` fault
+//!   holds it. So a surge of four times the traffic (a retry storm) reaches the quota too.
 //! - CFS accounting over 100 ms periods, ten a second: the container uses `min(demand, limit)`
 //!   seconds of CPU a second; a period ends throttled with probability `min(0.98, (demand /
 //!   limit)^4)` (bursts reach the quota now and then even far below it); the time its threads
@@ -15,6 +17,8 @@
 //!   that had to wait), and by the bursts' share of a millisecond below it.
 //! - The wait costs every operation of the instance `(1 − limit / demand) × 0.1` seconds above
 //!   the quota (on average the rest of the period; [`Kubelet::extra_seconds`]), nothing below.
+//!   Only in a fleet with `cadvisor` (a fleet on Kubernetes with CPU limits): without it no
+//!   container has a limit, and the shipped scenarios' physics is unchanged.
 //! - Memory: a working set of the service's size ([`base_bytes`]) with 2 % noise, against a
 //!   limit of twice that. No container reaches it: `container_oom_events_total` stays 0 (a
 //!   host's OOM kills are node_exporter's, not attributed to containers).
@@ -86,8 +90,10 @@ pub struct Kubelet {
 /// What one container's instance is doing this second, as the fleet knows it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Running {
-    /// The day's traffic shape (1 at the mean).
-    pub load: f64,
+    /// Its demand over the service's demand at mean traffic ([`base_cores`]): the day's
+    /// traffic shape for most, its own traffic for API and backend instances (a retry storm
+    /// multiplies it), three times that for a JVM that has just started cold (JIT).
+    pub work: f64,
     /// The CPU limit a `cpu_throttling` fault set, in cores; `None`: the normal limit.
     pub limit_cores: Option<f64>,
     /// Simulated second the process started; `None` while it is down.
@@ -113,15 +119,15 @@ impl Kubelet {
 
     /// The CPU limit of a container of `service` under `limit_cores` (a fault's) or the
     /// normal one, cores.
-    fn limit(service: Service, limit_cores: Option<f64>) -> f64 {
+    pub fn limit(service: Service, limit_cores: Option<f64>) -> f64 {
         limit_cores.unwrap_or(4.0 * base_cores(service))
     }
 
-    /// Extra seconds per operation of an instance of `service` whose CPU limit is
-    /// `limit_cores` at traffic `load`: the rest of a CFS period, in the share of periods
-    /// its demand exceeds the quota by.
-    pub fn extra_seconds(service: Service, load: f64, limit_cores: f64) -> f64 {
-        let demand = base_cores(service) * load;
+    /// Extra seconds per operation of an instance of `service` doing `work` (see
+    /// [`Running::work`]) under a CPU limit of `limit_cores`: the rest of a CFS period, in the
+    /// share its demand exceeds the quota by.
+    pub fn extra_seconds(service: Service, work: f64, limit_cores: f64) -> f64 {
+        let demand = base_cores(service) * work;
         if demand <= limit_cores {
             return 0.0;
         }
@@ -149,7 +155,7 @@ impl Kubelet {
                 let u2: f64 = self.rng.random::<f64>();
                 (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
             };
-            let demand = (base_cores(service) * now.load * (1.0 + 0.05 * noise)).max(0.0);
+            let demand = (base_cores(service) * now.work * (1.0 + 0.05 * noise)).max(0.0);
             let limit = Kubelet::limit(service, now.limit_cores);
             let ratio = demand / limit;
             let throttled_share = ratio.powi(4).min(0.98);

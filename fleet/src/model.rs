@@ -210,6 +210,9 @@ pub struct Fleet {
     throttled: BTreeMap<usize, f64>,
     /// The day's traffic shape this second (1 at the mean).
     load: f64,
+    /// Per instance (by index), its CPU demand over its service's at mean traffic, as of the
+    /// last second ([`crate::cadvisor::Running::work`]); kept only with the fleet's `cadvisor`.
+    work: Vec<f64>,
     /// Which nodes the clients' ring holds (their topology view).
     ring_view: Vec<bool>,
     shares: Vec<f64>,
@@ -377,6 +380,7 @@ impl Fleet {
             kubelets,
             throttled: BTreeMap::new(),
             load: 1.0,
+            work: Vec::new(),
             ring_view,
             shares,
             pending_refresh: None,
@@ -693,6 +697,7 @@ impl Fleet {
             node.step(daily, trouble);
         }
         if !self.kubelets.is_empty() {
+            self.note_work(daily);
             let mut kubelets = std::mem::take(&mut self.kubelets);
             for (_, kubelet) in &mut kubelets {
                 kubelet.step(&self.instances, |index| self.running(index));
@@ -811,13 +816,48 @@ impl Fleet {
     }
 
     /// Extra seconds per operation of the instance at `index`: its host's CPU steal and
-    /// memory pressure, and its container's CFS throttling.
+    /// memory pressure, and, in a fleet with `cadvisor` (containers with CPU limits), its
+    /// container's CFS throttling.
     fn steal(&self, index: usize) -> f64 {
         let host = &self.instances[index].host;
-        let throttling = self.throttled.get(&index).map_or(0.0, |&limit| {
-            crate::cadvisor::Kubelet::extra_seconds(self.instances[index].service, self.load, limit)
-        });
+        let throttling = if self.kubelets.is_empty() {
+            0.0
+        } else {
+            let service = self.instances[index].service;
+            let limit = crate::cadvisor::Kubelet::limit(service, self.throttled.get(&index).copied());
+            crate::cadvisor::Kubelet::extra_seconds(service, self.work_of(index), limit)
+        };
         self.starved.get(host).copied().unwrap_or(0.0) + self.pressed.get(host).copied().unwrap_or(0.0) + throttling
+    }
+
+    /// The instance at `index`'s CPU demand over its service's at mean traffic, as of the last
+    /// second ([`Fleet::note_work`]); the day's shape before the first.
+    fn work_of(&self, index: usize) -> f64 {
+        self.work.get(index).copied().unwrap_or(self.load)
+    }
+
+    /// Notes every instance's work this second: the day's shape `daily`, and for API and
+    /// backend instances their own traffic against their share of the fleet's mean (a retry
+    /// storm's API instances, and the backends it reaches, work harder), three times that for
+    /// a backend that has just started cold (its JIT), decaying with its warm-up.
+    fn note_work(&mut self, daily: f64) {
+        let shape = &self.scenario.fleet;
+        let mut work = vec![daily; self.instances.len()];
+        let per_api = shape.api.requests_per_second / self.api.len().max(1) as f64;
+        for (index, api) in &self.api {
+            work[*index] = api.rate / per_api.max(f64::MIN_POSITIVE);
+        }
+        let per_backend = shape.api.requests_per_second / self.backend.len().max(1) as f64;
+        for (index, backend) in &self.backend {
+            let age = self.second.saturating_sub(backend.started_at) as f64;
+            let warm = if backend.started_at == 0 {
+                0.0
+            } else {
+                (-age / backend.warmup_seconds).exp()
+            };
+            work[*index] = backend.rate / per_backend.max(f64::MIN_POSITIVE) * (1.0 + 2.0 * warm);
+        }
+        self.work = work;
     }
 
     /// What the kubelet sees of the instance at `index`'s container this second.
@@ -828,7 +868,7 @@ impl Fleet {
             _ => Some(0),
         };
         crate::cadvisor::Running {
-            load: self.load,
+            work: self.work_of(index),
             limit_cores: self.throttled.get(&index).copied(),
             started_at,
         }

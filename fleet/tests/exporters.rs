@@ -236,14 +236,12 @@ fn hosts_print_what_node_exporter_prints() {
     assert_eq!(matched, 18, "only {matched} families matched the captures");
 }
 
-/// node_exporter on every host adds one `node-<d>-<h>` per host after every other instance,
-/// and leaves every other instance's exposition exactly as it was (its noise has its own
-/// generator): turning it on does not move the fleet the confidence was fitted on.
-#[test]
-fn node_exporter_adds_one_instance_per_host_and_changes_nothing_else() {
-    let mut scenario = Scenario::load("redis-node-loss").unwrap();
+/// `scenario`'s fleet without and with `enable` (an exporter per host), both run 300 s: the
+/// second has one instance more per host, after all of the first's, which it lists and serves
+/// exactly as the first does (the new exporters' noise has generators of their own).
+fn one_more_per_host(mut scenario: Scenario, enable: impl Fn(&mut Scenario)) -> (Fleet, Fleet) {
     let mut without = Fleet::new(&scenario, START_MS);
-    scenario.fleet.node_exporter = true;
+    enable(&mut scenario);
     let mut with = Fleet::new(&scenario, START_MS);
     for _ in 0..300 {
         without.step();
@@ -255,6 +253,17 @@ fn node_exporter_adds_one_instance_per_host_and_changes_nothing_else() {
         assert_eq!(&with.instances()[index], instance);
         assert_eq!(with.render(index), without.render(index), "{}", instance.name);
     }
+    (without, with)
+}
+
+/// node_exporter on every host adds one `node-<d>-<h>` per host after every other instance,
+/// and leaves every other instance's exposition exactly as it was (its noise has its own
+/// generator): turning it on does not move the fleet the confidence was fitted on.
+#[test]
+fn node_exporter_adds_one_instance_per_host_and_changes_nothing_else() {
+    let scenario = Scenario::load("redis-node-loss").unwrap();
+    let (without, with) = one_more_per_host(scenario.clone(), |scenario| scenario.fleet.node_exporter = true);
+    let hosts = scenario.fleet.datacenters * scenario.fleet.hosts_per_datacenter;
     let nodes = &with.instances()[without.instances().len()..];
     assert_eq!(nodes[0].name, "node-1-1");
     assert_eq!(nodes[0].host, "dc-1-host-1");
@@ -327,19 +336,7 @@ fn kubelets_print_what_cadvisor_prints() {
 fn cadvisor_adds_one_kubelet_per_host_and_changes_nothing_else() {
     let mut scenario = Scenario::load("backend-cold-start").unwrap();
     scenario.fleet.node_exporter = true;
-    let mut without = Fleet::new(&scenario, START_MS);
-    scenario.fleet.cadvisor = true;
-    let mut with = Fleet::new(&scenario, START_MS);
-    for _ in 0..300 {
-        without.step();
-        with.step();
-    }
-    let hosts = scenario.fleet.datacenters * scenario.fleet.hosts_per_datacenter;
-    assert_eq!(with.instances().len(), without.instances().len() + hosts);
-    for (index, instance) in without.instances().iter().enumerate() {
-        assert_eq!(&with.instances()[index], instance);
-        assert_eq!(with.render(index), without.render(index), "{}", instance.name);
-    }
+    let (without, with) = one_more_per_host(scenario, |scenario| scenario.fleet.cadvisor = true);
     for (offset, kubelet) in with.instances()[without.instances().len()..].iter().enumerate() {
         assert_eq!(kubelet.service, Service::Kubelet);
         let text = with.render(without.instances().len() + offset);

@@ -573,3 +573,45 @@ fn a_throttled_container_is_throttled_and_slowed_and_no_other() {
         ("backend", &["backend-2-1".to_string()][..])
     );
 }
+
+/// With a kubelet on every host (containers with CPU limits), more work reaches the limit
+/// too: the shipped retry storm (six times dc-1's API traffic) throttles dc-1's API containers
+/// in most periods while the other datacenters' stay under one throttled period a second, and
+/// the shipped cold deploy's two restarted backends (their JIT triples their CPU) are
+/// throttled more than any backend that kept running. So the kubelet's evidence stands beside
+/// these faults in tests/container_families.rs, not only beside `cpu_throttling`.
+#[test]
+fn a_surge_or_a_cold_jvm_throttles_its_containers_too() {
+    let per_second = |name: &str, pods: &dyn Fn(&str) -> bool| -> (f64, f64) {
+        let mut scenario = shipped(name);
+        scenario.fleet.cadvisor = true;
+        let recording = record(&scenario);
+        let onset = recording.onset();
+        let (from, to) = (onset + 20_000, onset + 80_000);
+        let throttled = recording.increase(
+            "container_cpu_cfs_throttled_periods_total",
+            |key| label(key, "pod").to_string(),
+            from,
+            to,
+        );
+        let seconds = (to - from) as f64 / 1000.0;
+        let service = if name == "api-retry-storm" { "api-" } else { "backend-" };
+        let least = throttled
+            .iter()
+            .filter(|(pod, _)| pods(pod))
+            .map(|(_, n)| n / seconds)
+            .fold(f64::INFINITY, f64::min);
+        let most_other = throttled
+            .iter()
+            .filter(|(pod, _)| !pods(pod) && pod.starts_with(service))
+            .map(|(_, n)| n / seconds)
+            .fold(0.0, f64::max);
+        (least, most_other)
+    };
+    let (storm, calm) = per_second("api-retry-storm", &|pod| pod.starts_with("api-1-"));
+    assert!(storm >= 5.0 && calm < 1.0, "storm {storm}, other API containers {calm}");
+    let (cold, warm) = per_second("backend-cold-start", &|pod| {
+        ["backend-1-1", "backend-1-2"].contains(&pod)
+    });
+    assert!(cold > 2.0 * warm.max(0.1), "cold {cold}, warm {warm}");
+}

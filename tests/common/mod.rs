@@ -609,3 +609,39 @@ pub(crate) fn eval_json(arguments: &[&str]) -> serde_json::Value {
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     serde_json::from_slice(&output.stdout).unwrap()
 }
+
+/// An empty folder `<temp>/<name>-<pid>` (emptied if a failed run left it).
+pub(crate) fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `path` in this repository.
+pub(crate) fn repository(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// A rules file holding the shipped rules (rules/signals/signals.yml) of these metrics only,
+/// every line that reads one of them; panics when one has none.
+pub(crate) fn shipped_rules_of(metrics: &[&str]) -> String {
+    let shipped = std::fs::read_to_string(repository("rules/signals/signals.yml")).unwrap();
+    let mut text = String::from("signals:\n");
+    let mut found = Vec::new();
+    for line in shipped.lines() {
+        let Some(rest) = line.trim_start().strip_prefix("- {metric: ") else {
+            continue;
+        };
+        let metric = rest.split(',').next().unwrap();
+        if metrics.contains(&metric) {
+            text.push_str(line);
+            text.push('\n');
+            found.push(metric);
+        }
+    }
+    for metric in metrics {
+        assert!(found.contains(metric), "no shipped rule reads {metric}");
+    }
+    text
+}

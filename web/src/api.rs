@@ -28,7 +28,7 @@ pub struct AppState {
     /// The open incidents and the history of verdict events.
     pub verdicts: Mutex<VerdictBook>,
     /// The dependency graph the detector reasons over (after its first round).
-    pub graph: Mutex<Option<GraphDocument>>,
+    pub graph: Mutex<Option<Arc<GraphDocument>>>,
     /// The notifiers, for their delivery counters at `/api/v1/notifiers` (the binary pages
     /// through the same handle; the web server never sends a notification).
     pub notifiers: Arc<Notifiers>,
@@ -150,7 +150,7 @@ async fn graph(
         )
             .into_response();
     }
-    Json(serde_json::json!({"status": "success", "data": document})).into_response()
+    Json(serde_json::json!({"status": "success", "data": &*document})).into_response()
 }
 
 /// `/api/v1/notifiers`: per notifier, name, type, url and delivery counters (sent, failed,

@@ -128,7 +128,7 @@ pub(crate) async fn show(State(state): State<Arc<AppState>>, Path(id): Path<Stri
     };
     page(
         &format!("epicenter: {}", last.verdict.kind),
-        &incident_body(&id, &events, graph.as_ref(), &charts),
+        &incident_body(&id, &events, graph.as_deref(), &charts),
     )
     .into_response()
 }
