@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::{eval_json as eval, repository, scratch, shipped_rules_of as rules_of};
+use common::{eval_json as eval, judged_one_fault as judged, repository, scratch, shipped_rules_of as rules_of};
 
 /// The throttling scenarios: (name, seed, start hour, fleet extras, fault).
 const THROTTLED: [(&str, u64, u32, &str, &str); 4] = [
@@ -65,26 +65,6 @@ fn throttled_scenarios(dir: &Path) -> Vec<String> {
             )
             .unwrap();
             file.to_str().unwrap().to_string()
-        })
-        .collect()
-}
-
-/// (scenario, kind right, host AC@1, false verdicts, the verdict's kind) of each scenario's
-/// one fault.
-fn judged(report: &serde_json::Value) -> Vec<(String, bool, f64, u64, String)> {
-    report["scenarios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|scenario| {
-            let incident = &scenario["incidents"][0];
-            (
-                scenario["scenario"].as_str().unwrap().to_string(),
-                incident["kind_right"].as_bool().unwrap(),
-                incident["epicenter"]["host_ac1"].as_f64().unwrap(),
-                scenario["false_verdicts"].as_u64().unwrap(),
-                incident["verdict"]["kind"].as_str().unwrap_or("").to_string(),
-            )
         })
         .collect()
 }

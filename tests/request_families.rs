@@ -13,7 +13,7 @@
 #![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
 
 mod common;
-use common::{eval_json as eval, repository, shipped_rules_of as rules_of};
+use common::{eval_json as eval, judged_one_fault as judged, repository, shipped_rules_of as rules_of};
 
 /// Shipped scenario `name` under another name, its fleet printing `instrumentation`.
 fn instrumented(name: &str, renamed: &str, instrumentation: &str) -> String {
@@ -28,24 +28,6 @@ fn instrumented(name: &str, renamed: &str, instrumentation: &str) -> String {
     } else {
         format!("{text}fleet: {{instrumentation: {instrumentation}}}\n")
     }
-}
-
-/// The one incident of a one-fault report: (kind right, host AC@1, false verdicts).
-fn judged(report: &serde_json::Value) -> Vec<(String, bool, f64, u64)> {
-    report["scenarios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|scenario| {
-            let incident = &scenario["incidents"][0];
-            (
-                scenario["scenario"].as_str().unwrap().to_string(),
-                incident["kind_right"].as_bool().unwrap(),
-                incident["epicenter"]["host_ac1"].as_f64().unwrap(),
-                scenario["false_verdicts"].as_u64().unwrap(),
-            )
-        })
-        .collect()
 }
 
 #[test]
@@ -90,7 +72,7 @@ fn each_request_family_names_a_cold_deploy_from_its_own_latency() {
             &rules_of(&[baseline.as_slice(), metrics].concat()),
         );
         let report = eval(&["--rules", &rules, &scenario]);
-        let [(_, kind_right, host_ac1, false_verdicts)] = judged(&report)[..] else {
+        let [(_, kind_right, host_ac1, false_verdicts, _)] = judged(&report)[..] else {
             panic!("{family}: {report}");
         };
         eprintln!(
@@ -105,7 +87,7 @@ fn each_request_family_names_a_cold_deploy_from_its_own_latency() {
         // The control: the restart alone names nothing.
         let control = write("rules-restart.yml", &rules_of(&baseline));
         let report = eval(&["--rules", &control, &scenario]);
-        let [(_, kind_right, host_ac1, _)] = judged(&report)[..] else {
+        let [(_, kind_right, host_ac1, _, _)] = judged(&report)[..] else {
             panic!("{family} control: {report}");
         };
         assert!(!kind_right && host_ac1 == 0.0, "{family} control: {report}");
@@ -139,7 +121,7 @@ fn the_shipped_faults_keep_their_roots_and_kinds_whatever_the_instrumentation() 
     let arguments: Vec<&str> = files.iter().map(String::as_str).collect();
     let report = eval(&arguments);
     std::fs::remove_dir_all(&dir).unwrap();
-    for (name, kind_right, host_ac1, false_verdicts) in judged(&report) {
+    for (name, kind_right, host_ac1, false_verdicts, _) in judged(&report) {
         assert!(
             kind_right && host_ac1 == 1.0 && false_verdicts == 0,
             "{name}: kind right {kind_right}, host AC@1 {host_ac1}, {false_verdicts} false: {report}"

@@ -94,6 +94,18 @@ pub(crate) struct Backend {
     db_usage: (f64, f64, f64),
 }
 
+impl Backend {
+    /// How far from warm it is at simulated second `now`: 1 just after a cold restart,
+    /// decaying as `exp(−age / warmup_seconds)`; 0 for an instance running since the start.
+    fn warm(&self, now: u64) -> f64 {
+        if self.started_at == 0 {
+            return 0.0;
+        }
+        let age = now.saturating_sub(self.started_at) as f64;
+        (-age / self.warmup_seconds).exp()
+    }
+}
+
 /// State of an API instance.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Api {
@@ -558,12 +570,7 @@ impl Fleet {
             let gc_draw = self.rng.random::<f64>();
             let rate = dc_offered[dc] / dc_backends[dc].max(1.0) * noise;
             let backend = &mut self.backend[slot].1;
-            let age = now.saturating_sub(backend.started_at) as f64;
-            let warm = if backend.started_at == 0 {
-                0.0
-            } else {
-                (-age / backend.warmup_seconds).exp()
-            };
+            let warm = backend.warm(now);
             let mut fail_share = 0.0;
             let mut redis_time = 0.0;
             for (node, pool) in backend.pools.iter_mut().enumerate() {
@@ -849,12 +856,7 @@ impl Fleet {
         }
         let per_backend = shape.api.requests_per_second / self.backend.len().max(1) as f64;
         for (index, backend) in &self.backend {
-            let age = self.second.saturating_sub(backend.started_at) as f64;
-            let warm = if backend.started_at == 0 {
-                0.0
-            } else {
-                (-age / backend.warmup_seconds).exp()
-            };
+            let warm = backend.warm(self.second);
             work[*index] = backend.rate / per_backend.max(f64::MIN_POSITIVE) * (1.0 + 2.0 * warm);
         }
         self.work = work;

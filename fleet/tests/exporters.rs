@@ -51,6 +51,23 @@ fn families(text: &str) -> BTreeMap<String, (String, BTreeSet<String>)> {
     out
 }
 
+/// The exposition of the first instance of `service` in the healthy scenario's fleet, with
+/// `enable` applied to the scenario, after 120 simulated seconds.
+fn first_of(service: Service, enable: impl Fn(&mut Scenario)) -> String {
+    let mut scenario = Scenario::load("healthy").unwrap();
+    enable(&mut scenario);
+    let mut fleet = Fleet::new(&scenario, START_MS);
+    for _ in 0..120 {
+        fleet.step();
+    }
+    let index = fleet
+        .instances()
+        .iter()
+        .position(|instance| instance.service == service)
+        .unwrap();
+    fleet.render(index)
+}
+
 #[path = "../../collector/tests/support.rs"]
 mod support;
 
@@ -134,18 +151,7 @@ fn compare_with_own(
     }
     // With node_exporter on every host, so that the hosts' exporter is compared too (the
     // other instances print the same either way: tested below).
-    let mut scenario = Scenario::load("healthy").unwrap();
-    scenario.fleet.node_exporter = true;
-    let mut fleet = Fleet::new(&scenario, START_MS);
-    for _ in 0..120 {
-        fleet.step();
-    }
-    let index = fleet
-        .instances()
-        .iter()
-        .position(|instance| instance.service == service)
-        .unwrap();
-    let simulated = families(&fleet.render(index));
+    let simulated = families(&first_of(service, |scenario| scenario.fleet.node_exporter = true));
     let mut matched = 0;
     for (name, (kind, labels)) in &simulated {
         let seen: Vec<&(String, BTreeSet<String>)> = real.iter().filter_map(|capture| capture.get(name)).collect();
@@ -295,18 +301,7 @@ fn kubelets_print_what_cadvisor_prints() {
         ))
         .unwrap(),
     );
-    let mut scenario = Scenario::load("healthy").unwrap();
-    scenario.fleet.cadvisor = true;
-    let mut fleet = Fleet::new(&scenario, START_MS);
-    for _ in 0..120 {
-        fleet.step();
-    }
-    let index = fleet
-        .instances()
-        .iter()
-        .position(|instance| instance.service == Service::Kubelet)
-        .unwrap();
-    let simulated = families(&fleet.render(index));
+    let simulated = families(&first_of(Service::Kubelet, |scenario| scenario.fleet.cadvisor = true));
     assert_eq!(simulated.len(), 8, "{simulated:?}");
     let renamed = |labels: &BTreeSet<String>| -> BTreeSet<String> {
         labels

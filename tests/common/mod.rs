@@ -645,3 +645,23 @@ pub(crate) fn shipped_rules_of(metrics: &[&str]) -> String {
     }
     text
 }
+
+/// Each scenario's one fault in an `epicenter eval --json` report: (scenario, kind right,
+/// host AC@1, false verdicts, the verdict's kind, empty without a verdict).
+pub(crate) fn judged_one_fault(report: &serde_json::Value) -> Vec<(String, bool, f64, u64, String)> {
+    report["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|scenario| {
+            let incident = &scenario["incidents"][0];
+            (
+                scenario["scenario"].as_str().unwrap().to_string(),
+                incident["kind_right"].as_bool().unwrap(),
+                incident["epicenter"]["host_ac1"].as_f64().unwrap(),
+                scenario["false_verdicts"].as_u64().unwrap(),
+                incident["verdict"]["kind"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
