@@ -14,7 +14,7 @@ use crate::open::{refused, runtime, store_config};
 #[derive(Args, Debug)]
 pub(crate) struct SqlArgs {
     /// The query, in ClickHouse SQL (leading `--` comments are fine). Tables: samples,
-    /// scrapes, samples_1m, anomalies, verdicts, ground_truth (docs/schema.md). Without it,
+    /// series, sample_values, scrapes, anomalies, verdicts, ground_truth (docs/schema.md). Without it,
     /// the query is read from --file or from standard input.
     #[arg(value_name = "QUERY", allow_hyphen_values = true, conflicts_with = "file")]
     query: Option<String>,

@@ -652,7 +652,7 @@ fn sql_names_the_holder_reads_only_and_takes_files_and_stdin() {
     assert!(stderr.contains("UNKNOWN_IDENTIFIER"), "{stderr}");
     // Opened by `--data` alone (the default retention), `sql` ran no DDL: the 3-day TTL stands.
     let data = dir.join("data");
-    let ttl = "SELECT engine_full FROM system.tables WHERE database = 'epicenter' AND name = 'samples'";
+    let ttl = "SELECT engine_full FROM system.tables WHERE database = 'epicenter' AND name = 'sample_values'";
     let (code, engine, stderr) = sql_with(
         &["--data", data.to_str().unwrap(), "--format", "TabSeparated", ttl],
         None,

@@ -15,11 +15,8 @@
 //! ClickHouse HTTP interface this process serves over the same engine; `=null` discards.
 //! Storage experiments (for whoever tunes the engine's CPU next):
 //! `EPICENTER_FLEET_BATCH_AGE=10s` (batch age, no row/byte limit), `EPICENTER_FLEET_NO_ROLLUP=1`
-//! (drop the rollup view), `EPICENTER_FLEET_THIN=ephemeral` (only metric, series_id, time and
-//! value stored, the rest sent but EPHEMERAL), `EPICENTER_FLEET_THIN=split` (a thin
-//! `samples_thin (series_id, time, value)` and a `series` table written once per new series:
-//! [`ThinSink`]), `EPICENTER_FLEET_ORDER_BY="metric, series_id, time"` (another
-//! sorting key for `samples`), `EPICENTER_FLEET_PLAIN_CODECS=1` (LZ4 on every column).
+//! (drop the rollup view). (The thin-layout experiments of 2026-12-04 became the schema:
+//! docs/schema.md, Cost.)
 //! `EPICENTER_FLEET_SECONDS`, `EPICENTER_FLEET_TARGETS`, `EPICENTER_FLEET_SERIES` shrink it.
 
 #![allow(clippy::unwrap_used, reason = "benchmark: a panic is a failed run")]
@@ -48,106 +45,6 @@ impl Sink for NullSink {
     }
 }
 use tokio::sync::{mpsc, watch};
-
-/// Experiment `EPICENTER_FLEET_THIN=split` (issue 19, the storage layout): the layout a thin
-/// `samples` table would have, end to end. Each batch of wide `samples` rows (RowBinary, the
-/// writer's column order, `epicenter_store::schema::SAMPLE_COLUMNS`) is split into
-/// `fleet.samples_thin (series_id, time, value)` and, for series this sink has not written
-/// before, one `fleet.series` row each (metric, job, placement, labels, series_id): the
-/// engine never receives the labels of a known series again. The splitting runs in this
-/// process, so it is counted as epicenter's work.
-struct ThinSink {
-    store: Arc<EmbeddedStore>,
-    /// Series ids already written to `fleet.series`.
-    known: std::sync::Mutex<std::collections::HashSet<u64>>,
-}
-
-/// Reads an unsigned LEB128 number at `at` (RowBinary's string and map lengths).
-fn leb128(data: &[u8], at: &mut usize) -> u64 {
-    let mut value = 0_u64;
-    let mut shift = 0;
-    loop {
-        let byte = data[*at];
-        *at += 1;
-        value |= u64::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return value;
-        }
-        shift += 7;
-    }
-}
-
-/// Skips one RowBinary string at `at`.
-fn skip_string(data: &[u8], at: &mut usize) {
-    let length = leb128(data, at) as usize;
-    *at += length;
-}
-
-impl ThinSink {
-    /// Splits wide rows into thin rows (time, value, series_id) and the new series' rows.
-    fn split(&self, data: &[u8]) -> (Vec<u8>, Vec<u8>) {
-        let mut thin = Vec::with_capacity(data.len() / 4);
-        let mut series = Vec::new();
-        let mut known = self.known.lock().unwrap();
-        let mut at = 0;
-        while at < data.len() {
-            let time = &data[at..at + 8];
-            at += 8;
-            let columns_start = at;
-            for _ in 0..6 {
-                skip_string(data, &mut at); // metric, job, instance, dc, host, service
-            }
-            let pairs = leb128(data, &mut at);
-            for _ in 0..pairs {
-                skip_string(data, &mut at);
-                skip_string(data, &mut at);
-            }
-            let columns = &data[columns_start..at];
-            let value = &data[at..at + 8];
-            let id = &data[at + 8..at + 16];
-            at += 16;
-            thin.extend_from_slice(time);
-            thin.extend_from_slice(value);
-            thin.extend_from_slice(id);
-            if known.insert(u64::from_le_bytes(id.try_into().unwrap())) {
-                series.extend_from_slice(columns);
-                series.extend_from_slice(id);
-            }
-        }
-        (thin, series)
-    }
-}
-
-impl Sink for ThinSink {
-    async fn write(self: Arc<Self>, table: Table, data: Arc<Vec<u8>>, token: Arc<str>) -> Result<u64, SinkError> {
-        if table != Table::Samples {
-            return self.store.clone().write(table, data, token).await;
-        }
-        tokio::task::spawn_blocking(move || {
-            let (thin, series) = self.split(&data);
-            let failed = |error: epicenter_store::ChdbError| SinkError {
-                message: error.to_string(),
-                retryable: false,
-            };
-            if !series.is_empty() {
-                self.store
-                    .insert_raw(
-                        "INSERT INTO fleet.series (metric, job, instance, dc, host, service, labels, series_id)",
-                        "RowBinary",
-                        &series,
-                    )
-                    .map_err(failed)?;
-            }
-            let insert = format!(
-                "INSERT INTO fleet.samples_thin (time, value, series_id) SETTINGS insert_deduplication_token = '{token}'"
-            );
-            self.store.insert_raw(&insert, "RowBinary", &thin).map_err(failed)?;
-            Ok((thin.len() / 24) as u64)
-        })
-        .await
-        .unwrap()
-    }
-}
 
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -302,98 +199,9 @@ fn main() {
         if std::env::var("EPICENTER_FLEET_NO_ROLLUP").is_ok() {
             store.query("DROP VIEW fleet.samples_1m_mv", "TabSeparated").unwrap();
         }
-        // Experiment: `samples` with the default codec (LZ4) on every column.
-        if std::env::var("EPICENTER_FLEET_PLAIN_CODECS").is_ok() {
-            let create = String::from_utf8(store.query("SHOW CREATE TABLE fleet.samples", "TSVRaw").unwrap()).unwrap();
-            let plain: String = create
-                .lines()
-                .map(|line| match line.find(" CODEC(") {
-                    Some(at) => format!(
-                        "{}{}",
-                        &line[..at],
-                        if line.trim_end().ends_with(',') { "," } else { "" }
-                    ),
-                    None => line.to_string(),
-                })
-                .collect::<Vec<_>>()
-                .join("\n");
-            store.query("DROP TABLE fleet.samples", "TabSeparated").unwrap();
-            store.query(&plain, "TabSeparated").unwrap();
-        }
-        let split = std::env::var("EPICENTER_FLEET_THIN").is_ok_and(|thin| thin == "split");
-        if split {
-            store
-                .query("DROP VIEW IF EXISTS fleet.samples_1m_mv", "TabSeparated")
-                .unwrap();
-            for statement in [
-                "CREATE TABLE fleet.samples_thin (
-                    time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
-                    value Float64 CODEC(Gorilla, ZSTD(1)),
-                    series_id UInt64 CODEC(ZSTD(1))
-                ) ENGINE = MergeTree PARTITION BY toDate(time) ORDER BY (series_id, time)
-                SETTINGS non_replicated_deduplication_window = 1000",
-                "CREATE TABLE fleet.series (
-                    metric LowCardinality(String),
-                    job LowCardinality(String),
-                    instance LowCardinality(String),
-                    dc LowCardinality(String),
-                    host LowCardinality(String),
-                    service LowCardinality(String),
-                    labels Map(LowCardinality(String), String),
-                    series_id UInt64
-                ) ENGINE = ReplacingMergeTree ORDER BY (metric, series_id)",
-            ] {
-                store.query(statement, "TabSeparated").unwrap();
-            }
-        }
-        // Experiment (issue 19, the storage layout): what a thin `samples` table would cost the
-        // engine. The labels Map, job and the placement columns become EPHEMERAL: each insert
-        // still carries and parses them (a real thin table would not even receive them, so this
-        // overstates its cost), but they are not sorted, compressed, written or merged; only
-        // (metric, series_id, time, value) are stored, sorted by them. The rollup view reads
-        // placement columns, so it is dropped: compare with EPICENTER_FLEET_NO_ROLLUP=1.
-        if std::env::var("EPICENTER_FLEET_THIN").is_ok_and(|thin| thin == "ephemeral") {
-            store
-                .query("DROP VIEW IF EXISTS fleet.samples_1m_mv", "TabSeparated")
-                .unwrap();
-            let create = String::from_utf8(store.query("SHOW CREATE TABLE fleet.samples", "TSVRaw").unwrap()).unwrap();
-            let ephemeral = ["`job`", "`instance`", "`dc`", "`host`", "`service`", "`labels`"];
-            let thin: String = create
-                .lines()
-                .map(|line| {
-                    let column = line.trim_start();
-                    if ephemeral.iter().any(|name| column.starts_with(name)) {
-                        let (definition, comma) = line.strip_suffix(',').map_or((line, ""), |start| (start, ","));
-                        format!("{definition} EPHEMERAL{comma}")
-                    } else if column.starts_with("ORDER BY") {
-                        "ORDER BY (metric, series_id, time)".to_string()
-                    } else {
-                        line.to_string()
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("\n");
-            store.query("DROP TABLE fleet.samples", "TabSeparated").unwrap();
-            store.query(&thin, "TabSeparated").unwrap();
-        }
-        // Experiment: another sorting key for `samples` (the view reads it by name).
-        if let Ok(order_by) = std::env::var("EPICENTER_FLEET_ORDER_BY") {
-            let create = String::from_utf8(store.query("SHOW CREATE TABLE fleet.samples", "TSVRaw").unwrap()).unwrap();
-            let start = create.find("ORDER BY").unwrap();
-            let end = create[start..].find('\n').map_or(create.len(), |offset| start + offset);
-            let changed = format!("{}ORDER BY ({order_by}){}", &create[..start], &create[end..]);
-            store.query("DROP TABLE fleet.samples", "TabSeparated").unwrap();
-            store.query(&changed, "TabSeparated").unwrap();
-        }
         let sink = std::env::var("EPICENTER_FLEET_SINK").unwrap_or_default();
         let writer = if null_sink {
             tokio::spawn(run_writer(Arc::new(NullSink), batching.clone(), inbox, stats.clone()))
-        } else if split {
-            let thin = ThinSink {
-                store: store.clone(),
-                known: Default::default(),
-            };
-            tokio::spawn(run_writer(Arc::new(thin), batching.clone(), inbox, stats.clone()))
         } else if sink == "clickhouse" {
             // The ClickHouse server sink, over the ClickHouse HTTP interface served by this
             // process on the same engine (store::http): the HTTP path runs end to end.
@@ -465,21 +273,11 @@ fn main() {
     let stored = (sink_name != "null").then(|| {
         let query = |sql: &str| String::from_utf8(store.query(sql, "TabSeparated").unwrap()).unwrap();
         let scrape_rows: u64 = query("SELECT count() FROM fleet.scrapes").trim().parse().unwrap();
-        let split = std::env::var("EPICENTER_FLEET_THIN").is_ok_and(|thin| thin == "split");
-        let (table, tables) = if split {
-            ("samples_thin", "'samples_thin', 'series'")
-        } else {
-            ("samples", "'samples'")
-        };
-        let sample_rows: u64 = query(&format!("SELECT count() FROM fleet.{table}"))
-            .trim()
-            .parse()
-            .unwrap();
-        // Parts as the run leaves them (merges still pending), in the samples table alone
-        // (and the series table of the split layout).
-        let sample_bytes: u64 = query(&format!(
-            "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = 'fleet' AND table IN ({tables})"
-        ))
+        let sample_rows: u64 = query("SELECT count() FROM fleet.sample_values").trim().parse().unwrap();
+        // Parts as the run leaves them (merges still pending), in `sample_values` and `series`.
+        let sample_bytes: u64 = query(
+            "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = 'fleet' AND table IN ('sample_values', 'series')",
+        )
         .trim()
         .parse()
         .unwrap_or(0);

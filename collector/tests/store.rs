@@ -181,16 +181,17 @@ async fn a_scraped_body_reads_back_exactly() {
         format!("backend\t{address}\tdc-2\tjvm-3\t1\t6\t")
     );
 
-    let rollup = String::from_utf8(
+    // One `series` row for the series, however many samples it has.
+    let series = String::from_utf8(
         store
             .query(
-                "SELECT sum(count) FROM round_trip.samples_1m WHERE metric = 'hikaricp_connections_pending'",
+                "SELECT count(), any(host) FROM round_trip.series WHERE metric = 'hikaricp_connections_pending'",
                 "TabSeparated",
             )
             .unwrap(),
     )
     .unwrap();
-    assert_eq!(rollup.trim(), "1");
+    assert_eq!(series.trim(), "1\tjvm-3");
     let version = String::from_utf8(
         store
             .query("SELECT count() FROM round_trip.schema_version", "TabSeparated")

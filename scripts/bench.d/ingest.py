@@ -21,7 +21,7 @@ waits for it to be ready and for --warmup-s seconds, then measures over --window
 - peak_rss_bytes: VmHWM of the process at the end of the window.
 
 Then the on-disk cost of everything stored since start, in bytes per sample: epicenter's
-`samples` table as the run leaves it and after `OPTIMIZE TABLE samples FINAL` (all tables
+`sample_values` and `series` tables as the run leaves them and after `OPTIMIZE … FINAL` (all tables
 too), read with `epicenter sql`; Prometheus's WAL, and the block a TSDB snapshot (admin API)
 writes from its head, each divided by the samples appended.
 
@@ -228,14 +228,17 @@ def main():
             process.kill()
             process.wait()
     if args.system == "epicenter":
-        parts = ("SELECT sum(rows), sum(bytes_on_disk) FROM system.parts "
-                 "WHERE active AND database = currentDatabase() AND table = '{}'")
+        # A sample is stored as a `sample_values` row plus its share of its `series` row
+        # (schema 3); the rows counted are `sample_values`'.
+        parts = ("SELECT sumIf(rows, table = 'sample_values'), sum(bytes_on_disk) FROM system.parts "
+                 "WHERE active AND database = currentDatabase() AND table IN ('sample_values', 'series')")
         everything = ("SELECT sum(bytes_on_disk) FROM system.parts "
                       "WHERE active AND database = currentDatabase()")
-        rows, as_left = map(int, epicenter_sql(args.epicenter, store, parts.format("samples")).split())
+        rows, as_left = map(int, epicenter_sql(args.epicenter, store, parts).split())
         all_left = int(epicenter_sql(args.epicenter, store, everything))
-        epicenter_sql(args.epicenter, store, "OPTIMIZE TABLE samples FINAL", write=True)
-        _, merged = map(int, epicenter_sql(args.epicenter, store, parts.format("samples")).split())
+        for table in ("sample_values", "series"):
+            epicenter_sql(args.epicenter, store, f"OPTIMIZE TABLE {table} FINAL", write=True)
+        _, merged = map(int, epicenter_sql(args.epicenter, store, parts).split())
         all_merged = int(epicenter_sql(args.epicenter, store, everything))
         result.update({
             "samples_total": rows,

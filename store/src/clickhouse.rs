@@ -177,9 +177,34 @@ impl ClickHouseStore {
                 return Ok(());
             }
         }
-        for statement in schema::statements_for(&self.database, retention, self.cluster.as_deref()) {
+        let cluster = self.cluster.as_deref();
+        let statements = schema::statements_for(&self.database, retention, cluster);
+        // The database first (`CREATE DATABASE IF NOT EXISTS`): the check below is asked in it.
+        if let Some(create_database) = statements.first() {
             self.client
-                .query_raw(&statement)
+                .query_raw(create_database)
+                .execute()
+                .await
+                .map_err(|error| self.error(error))?;
+        }
+        let wide = self
+            .query(&schema::wide_samples_query(&self.database, cluster), "TabSeparated")
+            .await?;
+        if String::from_utf8_lossy(&wide).trim() != "0" {
+            tracing::info!(
+                "the store holds schema 2's wide `samples`: kept as `samples_v2` (and `samples_1m_v2`); new samples go to `sample_values` and `series`"
+            );
+            for statement in schema::upgrade_from_wide_samples(&self.database, cluster) {
+                self.client
+                    .query_raw(&statement)
+                    .execute()
+                    .await
+                    .map_err(|error| self.error(error))?;
+            }
+        }
+        for statement in statements.iter().skip(1) {
+            self.client
+                .query_raw(statement)
                 .execute()
                 .await
                 .map_err(|error| self.error(error))?;

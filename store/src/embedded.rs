@@ -76,6 +76,18 @@ impl EmbeddedStore {
 
     /// Creates the schema if it is missing (idempotent) with rows kept for `retention`.
     pub fn migrate(&self, retention: Duration) -> Result<(), ChdbError> {
+        let wide = self
+            .with_chdb(|chdb| chdb.query(&schema::wide_samples_query(&self.database, None), "TabSeparated"))
+            .map_err(|error| ChdbError::Query(format!("reading the schema: {error}")))?;
+        if String::from_utf8_lossy(&wide).trim() != "0" {
+            tracing::info!(
+                "the store holds schema 2's wide `samples`: kept as `samples_v2` (and `samples_1m_v2`); new samples go to `sample_values` and `series`"
+            );
+            for statement in schema::upgrade_from_wide_samples(&self.database, None) {
+                self.with_chdb(|chdb| chdb.query(&statement, "TabSeparated"))
+                    .map_err(|error| ChdbError::Query(format!("setting schema 2's samples aside: {error}")))?;
+            }
+        }
         for statement in schema::statements(&self.database, retention) {
             self.with_chdb(|chdb| chdb.query(&statement, "TabSeparated"))
                 .map_err(|error| ChdbError::Query(format!("creating the schema: {error}")))?;
@@ -134,12 +146,16 @@ impl EmbeddedStore {
         self.with_chdb(|chdb| chdb.insert(insert, format, data))
     }
 
-    /// Writes sample rows to `samples`. Returns the rows chDB reports written (the
-    /// per-minute rollup's rows included).
+    /// Writes sample rows to `sample_values`, and to `series` the rows of series not yet
+    /// written (`rows::encode_samples`). Returns the rows chDB reports written to
+    /// `sample_values` (the per-minute rollup's rows included).
     pub fn write_samples(&self, rows: &[SampleRow]) -> Result<u64, ChdbError> {
-        let mut data = Vec::with_capacity(rows.len() * 128);
-        rows::encode_samples(rows, &mut data);
-        self.insert_encoded(Table::Samples, &data, &crate::schema::new_batch_token())
+        let mut values = Vec::with_capacity(rows.len() * 40);
+        let mut series = Vec::new();
+        rows::encode_samples(rows, &mut values, &mut series);
+        let token = crate::schema::new_batch_token();
+        self.insert_encoded(Table::Series, &series, &token)?;
+        self.insert_encoded(Table::SampleValues, &values, &token)
     }
 
     /// Writes scrape reports to `scrapes`.

@@ -51,6 +51,68 @@ pub fn series_columns(
     out
 }
 
+/// Reads an unsigned LEB128 number at `at`, moving `at` past it; None past the end.
+fn read_leb128(data: &[u8], at: &mut usize) -> Option<u64> {
+    let mut value = 0_u64;
+    let mut shift = 0;
+    loop {
+        let byte = *data.get(*at)?;
+        *at += 1;
+        value |= u64::from(byte & 0x7f) << shift.min(63);
+        if byte & 0x80 == 0 {
+            return Some(value);
+        }
+        shift += 7;
+    }
+}
+
+/// Moves `at` past one RowBinary string; None past the end.
+fn skip_string(data: &[u8], at: &mut usize) -> Option<()> {
+    let length = usize::try_from(read_leb128(data, at)?).ok()?;
+    *at = at.checked_add(length).filter(|end| *end <= data.len())?;
+    Some(())
+}
+
+/// Converts rows of the schema-2 wide `samples` table (`time, metric, job, instance, dc,
+/// host, service, labels, value, series_id`, as a spool written by an older epicenter holds
+/// them) into `sample_values` rows and one `series` row per series. Returns (values, series,
+/// series rows), or None when the bytes are not such rows.
+pub fn split_wide_samples(data: &[u8]) -> Option<(Vec<u8>, Vec<u8>, u64)> {
+    let mut values = Vec::with_capacity(data.len() / 2);
+    let mut series = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut at = 0;
+    while at < data.len() {
+        let time = data.get(at..at + 8)?;
+        at += 8;
+        let columns_start = at;
+        skip_string(data, &mut at)?;
+        let metric = &data[columns_start..at];
+        for _ in 0..5 {
+            skip_string(data, &mut at)?; // job, instance, dc, host, service
+        }
+        for _ in 0..read_leb128(data, &mut at)? {
+            skip_string(data, &mut at)?;
+            skip_string(data, &mut at)?;
+        }
+        let columns = &data[columns_start..at];
+        let value = data.get(at..at + 8)?;
+        let id = data.get(at + 8..at + 16)?;
+        at += 16;
+        values.extend_from_slice(metric);
+        values.extend_from_slice(id);
+        values.extend_from_slice(time);
+        values.extend_from_slice(value);
+        if seen.insert(id) {
+            series.extend_from_slice(columns);
+            series.extend_from_slice(id);
+            series.extend_from_slice(time);
+            series.extend_from_slice(time);
+        }
+    }
+    Some((values, series, seen.len() as u64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::hash::Hasher;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use fnv::FnvHasher;
@@ -100,8 +101,10 @@ impl Placement {
 
 /// A series as stored: name, final labels, id and placement, computed once per target and
 /// shared by every sample of the series (the collector's scrape cache keeps it between
-/// scrapes).
-#[derive(Debug, Clone, PartialEq)]
+/// scrapes). Its `series` row is written with the first sample a writer encodes and again
+/// every [`SERIES_REFRESH_MS`] of sample time, so the `series` table's `last_seen` is at most
+/// that stale and its TTL keeps series that are still scraped.
+#[derive(Debug)]
 pub struct Series {
     /// Metric (sample) name.
     pub name: String,
@@ -111,9 +114,43 @@ pub struct Series {
     pub id: u64,
     /// Datacenter, host and service of the series.
     pub placement: Placement,
-    /// The `samples` columns from `metric` to `labels`, RowBinary-encoded once.
+    /// The `series` columns from `metric` to `labels`, RowBinary-encoded once.
     encoded: Box<[u8]>,
+    /// Length of the encoded `metric` column at the start of `encoded`.
+    metric_len: usize,
+    /// Sample time (ms since the epoch) of the last `series` row encoded for it;
+    /// `i64::MIN` before the first.
+    row_written_ms: AtomicI64,
 }
+
+impl Clone for Series {
+    fn clone(&self) -> Series {
+        Series {
+            name: self.name.clone(),
+            labels: self.labels.clone(),
+            id: self.id,
+            placement: self.placement.clone(),
+            encoded: self.encoded.clone(),
+            metric_len: self.metric_len,
+            row_written_ms: AtomicI64::new(self.row_written_ms.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// Series are equal when their name, labels, id and placement are (whether a `series` row
+/// was written for them is not part of it).
+impl PartialEq for Series {
+    fn eq(&self, other: &Series) -> bool {
+        self.id == other.id
+            && self.name == other.name
+            && self.labels == other.labels
+            && self.placement == other.placement
+    }
+}
+
+/// How often a series still scraped has its `series` row written again, in milliseconds of
+/// sample time (one hour): the bound on how stale `series.last_seen` is.
+pub const SERIES_REFRESH_MS: i64 = 3_600_000;
 
 impl Series {
     /// Builds a series from its name and final labels: id, placement and encoding.
@@ -135,18 +172,39 @@ impl Series {
             &placement.service,
         )
         .into_boxed_slice();
+        let mut metric_len = Vec::new();
+        rowbinary::string(&name, &mut metric_len);
         Series {
             name,
             labels,
             id,
             placement,
             encoded,
+            metric_len: metric_len.len(),
+            row_written_ms: AtomicI64::new(i64::MIN),
         }
     }
 
-    /// RowBinary of the `samples` columns `metric, job, instance, dc, host, service, labels`.
+    /// RowBinary of the `series` columns `metric, job, instance, dc, host, service, labels`.
     pub fn encoded_columns(&self) -> &[u8] {
         &self.encoded
+    }
+
+    /// RowBinary of the `metric` column alone.
+    pub fn encoded_metric(&self) -> &[u8] {
+        &self.encoded[..self.metric_len]
+    }
+
+    /// Whether a `series` row is due with a sample at `timestamp_ms`: none was encoded yet,
+    /// or the last one is [`SERIES_REFRESH_MS`] older; when due, it counts as encoded now.
+    fn series_row_due(&self, timestamp_ms: i64) -> bool {
+        let last = self.row_written_ms.load(Ordering::Relaxed);
+        if last != i64::MIN && timestamp_ms.abs_diff(last) < SERIES_REFRESH_MS as u64 {
+            return false;
+        }
+        self.row_written_ms
+            .compare_exchange(last, timestamp_ms, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
     }
 }
 
@@ -306,15 +364,34 @@ pub struct GroundTruthRow {
     pub end_ms: Option<i64>,
 }
 
-/// Appends `rows` in `samples` column order ([`crate::schema::SAMPLE_COLUMNS`]): the time,
-/// the series' pre-encoded columns ([`Series::encoded_columns`]), the value and the series id.
-pub fn encode_samples(rows: &[SampleRow], out: &mut Vec<u8>) {
+/// Appends `rows` to a batch: each sample to `values` in `sample_values` column order
+/// ([`crate::schema::SAMPLE_VALUE_COLUMNS`]: metric, series id, time, value), and a `series`
+/// row ([`crate::schema::SERIES_COLUMNS`]) to `series` for each series whose row is due
+/// (its first sample here, then every [`SERIES_REFRESH_MS`]). Returns how many `series` rows
+/// were appended.
+pub fn encode_samples(rows: &[SampleRow], values: &mut Vec<u8>, series: &mut Vec<u8>) -> u64 {
+    let mut series_rows = 0;
+    values.reserve(rows.len() * 40);
     for row in rows {
-        out.extend_from_slice(&row.timestamp_ms.to_le_bytes());
-        out.extend_from_slice(row.series.encoded_columns());
-        out.extend_from_slice(&row.value.to_le_bytes());
-        out.extend_from_slice(&row.series.id.to_le_bytes());
+        values.extend_from_slice(row.series.encoded_metric());
+        values.extend_from_slice(&row.series.id.to_le_bytes());
+        values.extend_from_slice(&row.timestamp_ms.to_le_bytes());
+        values.extend_from_slice(&row.value.to_le_bytes());
+        if row.series.series_row_due(row.timestamp_ms) {
+            encode_series_row(&row.series, row.timestamp_ms, series);
+            series_rows += 1;
+        }
     }
+    series_rows
+}
+
+/// Appends one `series` row for `series`, seen at `timestamp_ms` (its `first_seen` and
+/// `last_seen`; the table keeps the least and the greatest of each series' rows).
+pub fn encode_series_row(series: &Series, timestamp_ms: i64, out: &mut Vec<u8>) {
+    out.extend_from_slice(series.encoded_columns());
+    out.extend_from_slice(&series.id.to_le_bytes());
+    out.extend_from_slice(&timestamp_ms.to_le_bytes());
+    out.extend_from_slice(&timestamp_ms.to_le_bytes());
 }
 
 /// Appends `reports` in `scrapes` column order ([`crate::schema::SCRAPE_COLUMNS`]).
@@ -370,6 +447,72 @@ mod tests {
             .into_iter()
             .collect();
         assert_eq!(Placement::of(&ipv6, &config).host, "::1");
+    }
+
+    fn sample(series: &Arc<Series>, timestamp_ms: i64, value: f64) -> SampleRow {
+        SampleRow {
+            timestamp_ms,
+            value,
+            series: series.clone(),
+        }
+    }
+
+    /// A sample is its metric, id, time and value; a series' row goes with its first sample
+    /// and again an hour of sample time later, and splitting schema 2's wide rows gives the
+    /// same bytes.
+    #[test]
+    fn samples_are_thin_and_a_series_row_goes_once_an_hour() {
+        let labels: Labels = [("instance", "a:1"), ("job", "redis"), ("pool", "p")]
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect();
+        let series = Arc::new(Series::new("pool_waiting".into(), labels, &PlacementConfig::default()));
+        let (mut values, mut rows) = (Vec::new(), Vec::new());
+        let t0 = 1_764_000_000_000;
+        let written = encode_samples(
+            &[sample(&series, t0, 1.0), sample(&series, t0 + 1000, 2.0)],
+            &mut values,
+            &mut rows,
+        );
+        assert_eq!(written, 1);
+        // Metric as a RowBinary string (length 12), the id, the time, the value.
+        let mut expected = vec![12u8];
+        expected.extend_from_slice(b"pool_waiting");
+        expected.extend_from_slice(&series.id.to_le_bytes());
+        expected.extend_from_slice(&t0.to_le_bytes());
+        expected.extend_from_slice(&1.0_f64.to_le_bytes());
+        assert_eq!(&values[..expected.len()], &expected[..]);
+        assert_eq!(values.len(), 2 * expected.len());
+        let mut series_row = series.encoded_columns().to_vec();
+        series_row.extend_from_slice(&series.id.to_le_bytes());
+        series_row.extend_from_slice(&t0.to_le_bytes());
+        series_row.extend_from_slice(&t0.to_le_bytes());
+        assert_eq!(rows, series_row);
+        // Within the hour: no row; an hour later: one again.
+        let (mut more, mut more_rows) = (Vec::new(), Vec::new());
+        let hour = t0 + SERIES_REFRESH_MS - 1;
+        assert_eq!(
+            encode_samples(&[sample(&series, hour, 3.0)], &mut more, &mut more_rows),
+            0
+        );
+        assert_eq!(
+            encode_samples(&[sample(&series, hour + 1, 3.0)], &mut more, &mut more_rows),
+            1
+        );
+        // Schema 2's wide rows (time, the series' columns, value, id) split into the same.
+        let mut wide = Vec::new();
+        for (time, value) in [(t0, 1.0_f64), (t0 + 1000, 2.0)] {
+            wide.extend_from_slice(&i64::to_le_bytes(time));
+            wide.extend_from_slice(series.encoded_columns());
+            wide.extend_from_slice(&value.to_le_bytes());
+            wide.extend_from_slice(&series.id.to_le_bytes());
+        }
+        assert_eq!(rowbinary::split_wide_samples(&wide), Some((values, series_row, 1)));
+        assert_eq!(
+            rowbinary::split_wide_samples(&wide[..wide.len() - 3]),
+            None,
+            "a cut row is refused"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 /// Version of the schema these statements create.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The statements that create (or confirm) the schema in `database` on one server (or the
 /// embedded engine), in order: [`statements_for`] without a cluster.
@@ -41,23 +41,42 @@ const SCHEMA_VERSION_TABLE: TableSpec = TableSpec {
     sharding_key: "version",
 };
 
-/// `samples`; on a cluster a series' samples stay on one shard (`series_id` is already a hash).
-const SAMPLES_TABLE: TableSpec = TableSpec {
-    name: "samples",
-    columns: "time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
-                metric LowCardinality(String),
+/// `sample_values`: the samples themselves, thin (issue 19): the metric, the series id, the
+/// time and the value. The labels and placement are in [`SERIES_TABLE`], written once per
+/// series; the `samples` view joins the two. On a cluster a series' samples stay on one shard
+/// (`series_id` is already a hash), the same shard as its `series` rows.
+const SAMPLE_VALUES_TABLE: TableSpec = TableSpec {
+    name: "sample_values",
+    columns: "metric LowCardinality(String),
+                series_id UInt64 CODEC(ZSTD(1)),
+                time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
+                value Float64 CODEC(Gorilla, ZSTD(1))",
+    engine: "MergeTree",
+    tail: "PARTITION BY toDate(time)
+            ORDER BY (metric, series_id, time)
+            TTL toDateTime(time) + toIntervalSecond({ttl})",
+    sharding_key: "series_id",
+};
+
+/// `series`: one row per series (written with its first sample, then again every hour it is
+/// still scraped: `rows::SERIES_REFRESH_MS`); the merges keep one row per series with the
+/// least `first_seen` and the greatest `last_seen`. Labels and placement are functions of
+/// the series id, so whichever row's `labels` is kept is the same.
+const SERIES_TABLE: TableSpec = TableSpec {
+    name: "series",
+    columns: "metric LowCardinality(String),
                 job LowCardinality(String),
                 instance LowCardinality(String),
                 dc LowCardinality(String),
                 host LowCardinality(String),
                 service LowCardinality(String),
-                labels Map(LowCardinality(String), String),
-                value Float64 CODEC(Gorilla, ZSTD(1)),
-                series_id UInt64 CODEC(ZSTD(1))",
-    engine: "MergeTree",
-    tail: "PARTITION BY toDate(time)
-            ORDER BY (metric, dc, host, series_id, time)
-            TTL toDateTime(time) + toIntervalSecond({ttl})",
+                labels SimpleAggregateFunction(any, Map(String, String)),
+                series_id UInt64,
+                first_seen SimpleAggregateFunction(min, DateTime64(3, 'UTC')),
+                last_seen SimpleAggregateFunction(max, DateTime64(3, 'UTC'))",
+    engine: "AggregatingMergeTree",
+    tail: "ORDER BY (metric, dc, host, service, job, instance, series_id)
+            TTL toDateTime(last_seen) + toIntervalSecond({ttl})",
     sharding_key: "series_id",
 };
 
@@ -80,28 +99,6 @@ const SCRAPES_TABLE: TableSpec = TableSpec {
             ORDER BY (job, instance, time)
             TTL toDateTime(time) + toIntervalSecond({ttl})",
     sharding_key: "cityHash64(instance)",
-};
-
-/// `samples_1m`; on a cluster each shard rolls up its own `samples_local` (a series lives on
-/// one shard, so its minutes do too).
-const SAMPLES_1M_TABLE: TableSpec = TableSpec {
-    name: "samples_1m",
-    columns: "minute DateTime('UTC'),
-                metric LowCardinality(String),
-                dc LowCardinality(String),
-                host LowCardinality(String),
-                service LowCardinality(String),
-                series_id UInt64,
-                min SimpleAggregateFunction(min, Float64),
-                max SimpleAggregateFunction(max, Float64),
-                sum SimpleAggregateFunction(sum, Float64),
-                count SimpleAggregateFunction(sum, UInt64),
-                last AggregateFunction(argMax, Float64, DateTime64(3, 'UTC'))",
-    engine: "AggregatingMergeTree",
-    tail: "PARTITION BY toDate(minute)
-            ORDER BY (metric, dc, host, service, series_id, minute)
-            TTL minute + toIntervalSecond({ttl})",
-    sharding_key: "series_id",
 };
 
 const ANOMALIES_TABLE: TableSpec = TableSpec {
@@ -192,9 +189,10 @@ pub fn is_cluster_name(name: &str) -> bool {
 /// `ON CLUSTER`, each table's rows in a `Replicated…MergeTree` table `<name>_local` on every
 /// shard (ZooKeeper/Keeper path `/clickhouse/tables/{shard}/{database}/{table}`, replica
 /// `{replica}`: the servers' macros), and `<name>` a `Distributed` table over them, so inserts
-/// and queries name the same tables as on one server. The rollup's materialized view reads each
-/// shard's `samples_local` into its `samples_1m_local`; the insert deduplication window is
-/// `replicated_deduplication_window` there.
+/// and queries name the same tables as on one server. Each shard's `samples_local` view
+/// joins its own `sample_values_local` and `series_local`, and `samples` is a `Distributed`
+/// table over those views; the insert deduplication window is `replicated_deduplication_window`
+/// there. A store of schema 2 is set aside first ([`upgrade_from_wide_samples`]).
 pub fn statements_for(database: &str, retention: Duration, cluster: Option<&str>) -> Vec<String> {
     let ttl_seconds = retention.as_secs().max(1);
     let on = cluster.map_or(String::new(), |cluster| format!(" ON CLUSTER '{cluster}'"));
@@ -238,19 +236,40 @@ pub fn statements_for(database: &str, retention: Duration, cluster: Option<&str>
     };
     let mut statements = vec![format!("CREATE DATABASE IF NOT EXISTS {database}{on}")];
     statements.extend(create(&SCHEMA_VERSION_TABLE));
-    statements.extend(create(&SAMPLES_TABLE));
+    statements.extend(create(&SAMPLE_VALUES_TABLE));
+    statements.extend(create(&SERIES_TABLE));
     statements.extend(create(&SCRAPES_TABLE));
-    statements.extend(create(&SAMPLES_1M_TABLE));
-    statements.push(format!(
-        "CREATE MATERIALIZED VIEW IF NOT EXISTS {database}.samples_1m_mv{on} TO {} AS
-            SELECT toStartOfMinute(time) AS minute, metric, dc, host, service, series_id,
-                   min(value) AS min, max(value) AS max, sum(value) AS sum,
-                   count() AS count, argMaxState(value, time) AS last
-            FROM {}
-            GROUP BY minute, metric, dc, host, service, series_id",
-        local("samples_1m"),
-        local("samples")
-    ));
+    // No per-minute rollup: it cost about 0.09 cores of 0.35 at 100,000 samples per second
+    // (fleet bench, 2026-12-05) and no shipped query or dashboard reads it; docs/schema.md gives the two
+    // statements that add one by hand.
+    // `samples`: every sample with its series' labels and placement, the columns the wide
+    // table of schema 2 had. A LEFT ANY join: each sample once, with one `series` row (however
+    // many are not merged yet), and a sample whose `series` row is missing (its batch lost)
+    // still shows, with empty labels. On a cluster each shard joins its own tables (a series
+    // and its samples share a shard) and `samples` is a Distributed table over that view.
+    let samples_select = |values: &str, series: &str| {
+        format!(
+            "SELECT v.time AS time, metric, s.job AS job, s.instance AS instance, s.dc AS dc,
+                   s.host AS host, s.service AS service, s.labels AS labels, v.value AS value, series_id
+            FROM {values} AS v ANY LEFT JOIN {series} AS s USING (metric, series_id)"
+        )
+    };
+    match cluster {
+        None => statements.push(format!(
+            "CREATE VIEW IF NOT EXISTS {database}.samples AS {}",
+            samples_select(&local("sample_values"), &local("series"))
+        )),
+        Some(cluster) => {
+            statements.push(format!(
+                "CREATE VIEW IF NOT EXISTS {database}.samples_local{on} AS {}",
+                samples_select(&local("sample_values"), &local("series"))
+            ));
+            statements.push(format!(
+                "CREATE TABLE IF NOT EXISTS {database}.samples{on} AS {database}.samples_local
+            ENGINE = Distributed('{cluster}', '{database}', 'samples_local', series_id)"
+            ));
+        }
+    }
     statements.extend(create(&ANOMALIES_TABLE));
     statements.extend(create(&VERDICTS_TABLE));
     statements.extend(create(&REPLAYED_VERDICTS_TABLE));
@@ -269,9 +288,9 @@ pub fn statements_for(database: &str, retention: Duration, cluster: Option<&str>
     // A changed `storage.retention` applies to existing tables too, from their next merges
     // on (not by rewriting every part at start-up).
     for (table, column) in [
-        ("samples", "toDateTime(time)"),
+        ("sample_values", "toDateTime(time)"),
+        ("series", "toDateTime(last_seen)"),
         ("scrapes", "toDateTime(time)"),
-        ("samples_1m", "minute"),
     ] {
         statements.push(format!(
             "ALTER TABLE {}{on} MODIFY TTL {column} + toIntervalSecond({ttl_seconds}) SETTINGS materialize_ttl_after_modify = 0",
@@ -283,7 +302,7 @@ pub fn statements_for(database: &str, retention: Duration, cluster: Option<&str>
     // last DEDUPLICATION_WINDOW insert blocks are remembered, so a batch retried or
     // replayed after a crash is stored once. Replicated tables keep such a window by default
     // (in Keeper); it is widened to the same size.
-    for table in ["samples", "scrapes"] {
+    for table in ["sample_values", "series", "scrapes"] {
         statements.push(format!(
             "ALTER TABLE {}{on} MODIFY SETTING {dedup_setting} = {DEDUPLICATION_WINDOW}",
             local(table)
@@ -301,6 +320,43 @@ pub fn statements_for(database: &str, retention: Duration, cluster: Option<&str>
         "INSERT INTO {database}.schema_version (version)
              SELECT {SCHEMA_VERSION} WHERE {SCHEMA_VERSION} NOT IN (SELECT version FROM {database}.schema_version)"
     ));
+    statements
+}
+
+/// The query [`crate::embedded::EmbeddedStore::migrate`] and the server sink's `migrate` run
+/// before [`statements_for`]: how many wide `samples` tables (schema 2 and before: one row per
+/// sample with its labels, a MergeTree table) `database` holds, 0 or 1.
+pub fn wide_samples_query(database: &str, cluster: Option<&str>) -> String {
+    let name = if cluster.is_some() { "samples_local" } else { "samples" };
+    format!(
+        "SELECT count() FROM system.tables WHERE database = {} AND name = '{name}' AND engine LIKE '%MergeTree'",
+        quote(database)
+    )
+}
+
+/// The statements that set a schema-2 store's wide `samples` aside before [`statements_for`]
+/// creates the thin layout (run only when [`wide_samples_query`] counts one): the rollup view
+/// is dropped, `samples` becomes `samples_v2` and `samples_1m` `samples_1m_v2`, their rows
+/// kept (queryable with the same columns; the TTL removes them in time). On a cluster the
+/// shards' tables are renamed and the `Distributed` tables made again over the new names.
+pub fn upgrade_from_wide_samples(database: &str, cluster: Option<&str>) -> Vec<String> {
+    let on = cluster.map_or(String::new(), |cluster| format!(" ON CLUSTER '{cluster}'"));
+    let mut statements = vec![format!("DROP VIEW IF EXISTS {database}.samples_1m_mv{on}")];
+    for table in ["samples", "samples_1m"] {
+        match cluster {
+            None => statements.push(format!("RENAME TABLE {database}.{table} TO {database}.{table}_v2")),
+            Some(cluster) => {
+                statements.push(format!("DROP TABLE IF EXISTS {database}.{table}{on}"));
+                statements.push(format!(
+                    "RENAME TABLE {database}.{table}_local TO {database}.{table}_v2_local{on}"
+                ));
+                statements.push(format!(
+                    "CREATE TABLE IF NOT EXISTS {database}.{table}_v2{on} AS {database}.{table}_v2_local
+            ENGINE = Distributed('{cluster}', '{database}', '{table}_v2_local', series_id)"
+                ));
+            }
+        }
+    }
     statements
 }
 
@@ -370,8 +426,11 @@ pub fn insert_statement(database: &str, table: Table, token: &str) -> String {
     )
 }
 
-/// Columns of `samples` in the order [`crate::rows::encode_samples`] writes them.
-pub const SAMPLE_COLUMNS: &str = "time, metric, job, instance, dc, host, service, labels, value, series_id";
+/// Columns of `sample_values` in the order [`crate::rows::encode_samples`] writes them.
+pub const SAMPLE_VALUE_COLUMNS: &str = "metric, series_id, time, value";
+
+/// Columns of `series` in the order [`crate::rows::encode_series_row`] writes them.
+pub const SERIES_COLUMNS: &str = "metric, job, instance, dc, host, service, labels, series_id, first_seen, last_seen";
 
 /// Columns of `scrapes` in the order [`crate::rows::encode_scrapes`] writes them.
 pub const SCRAPE_COLUMNS: &str =
@@ -380,8 +439,10 @@ pub const SCRAPE_COLUMNS: &str =
 /// A table the batcher writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Table {
-    /// `samples`: one row per sample.
-    Samples,
+    /// `sample_values`: one row per sample (metric, series id, time, value).
+    SampleValues,
+    /// `series`: one row per new series (and per series every hour it is still scraped).
+    Series,
     /// `scrapes`: one row per scrape.
     Scrapes,
 }
@@ -390,7 +451,8 @@ impl Table {
     /// The table's name.
     pub fn name(self) -> &'static str {
         match self {
-            Table::Samples => "samples",
+            Table::SampleValues => "sample_values",
+            Table::Series => "series",
             Table::Scrapes => "scrapes",
         }
     }
@@ -398,7 +460,8 @@ impl Table {
     /// Its columns in the order [`crate::rows`] encodes them.
     pub fn columns(self) -> &'static str {
         match self {
-            Table::Samples => SAMPLE_COLUMNS,
+            Table::SampleValues => SAMPLE_VALUE_COLUMNS,
+            Table::Series => SERIES_COLUMNS,
             Table::Scrapes => SCRAPE_COLUMNS,
         }
     }

@@ -7,8 +7,10 @@
 //! default), then renamed, so a crash leaves either a whole record or none; `spool.id` holds
 //! the spool's identity, which with the sequence makes each batch's
 //! `insert_deduplication_token`: a batch replayed after a crash is stored once. A record is
-//! `EPSPOOL1`, the CRC-32 of the rest, then the sample and scrape row counts and byte lengths
-//! (little-endian u64) and the two RowBinary payloads. A record whose checksum fails is set
+//! `EPSPOOL2`, the CRC-32 of the rest, then the sample, series and scrape row counts and byte
+//! lengths (little-endian u64) and the three RowBinary payloads (`sample_values`, `series`,
+//! `scrapes`). An `EPSPOOL1` record (epicenter before schema 3: wide `samples` rows and
+//! scrapes) is read too, its samples split into values and series on the way. A record whose checksum fails is set
 //! aside as `<sequence>.corrupt` with a log line, never sent.
 //!
 //! The spool is bounded by `max_size` bytes: past it, the oldest batches are dropped, each
@@ -108,23 +110,30 @@ fn default_true() -> bool {
     true
 }
 
-/// One batch as spooled: RowBinary rows for `samples` and `scrapes`.
+/// One batch as spooled: RowBinary rows for `sample_values`, `series` and `scrapes`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SpooledBatch {
     /// Position in the spool (arrival order).
     pub sequence: u64,
-    /// Sample rows in `samples`.
+    /// Sample rows in `sample_values`.
     pub sample_rows: u64,
-    /// RowBinary of the sample rows.
+    /// RowBinary of the sample rows (`schema::SAMPLE_VALUE_COLUMNS`).
     pub samples: Vec<u8>,
+    /// Rows in `series`.
+    pub series_rows: u64,
+    /// RowBinary of the series rows (`schema::SERIES_COLUMNS`).
+    pub series: Vec<u8>,
     /// Scrape rows in `scrapes`.
     pub scrape_rows: u64,
     /// RowBinary of the scrape rows.
     pub scrapes: Vec<u8>,
 }
 
-const MAGIC: &[u8; 8] = b"EPSPOOL1";
-const HEADER: usize = 8 + 4 + 32;
+const MAGIC: &[u8; 8] = b"EPSPOOL2";
+const HEADER: usize = 8 + 4 + 48;
+/// Records of epicenter before schema 3: two payloads, wide `samples` rows and scrapes.
+const MAGIC_V1: &[u8; 8] = b"EPSPOOL1";
+const HEADER_V1: usize = 8 + 4 + 32;
 
 /// An open spool directory.
 #[derive(Debug)]
@@ -251,18 +260,21 @@ impl Spool {
     /// as it was.
     pub fn append(&mut self, batch: &mut SpooledBatch) -> Result<Vec<(u64, u64)>, SpoolError> {
         batch.sequence = self.next;
-        let mut record = Vec::with_capacity(HEADER + batch.samples.len() + batch.scrapes.len());
+        let mut record = Vec::with_capacity(HEADER + batch.samples.len() + batch.series.len() + batch.scrapes.len());
         record.extend_from_slice(MAGIC);
         record.extend_from_slice(&[0; 4]);
         for number in [
             batch.sample_rows,
             batch.samples.len() as u64,
+            batch.series_rows,
+            batch.series.len() as u64,
             batch.scrape_rows,
             batch.scrapes.len() as u64,
         ] {
             record.extend_from_slice(&number.to_le_bytes());
         }
         record.extend_from_slice(&batch.samples);
+        record.extend_from_slice(&batch.series);
         record.extend_from_slice(&batch.scrapes);
         let crc = crc32fast::hash(&record[12..]);
         record[8..12].copy_from_slice(&crc.to_le_bytes());
@@ -322,7 +334,8 @@ impl Spool {
         let path = self.file(sequence, "batch");
         let record = fs::read(&path).map_err(|error| error_at(&path, error))?;
         let broken = |message: &str| error_at(&path, message);
-        if record.len() < HEADER || &record[..8] != MAGIC {
+        let version_1 = record.len() >= HEADER_V1 && &record[..8] == MAGIC_V1;
+        if !version_1 && (record.len() < HEADER || &record[..8] != MAGIC) {
             return Err(broken("not a spool record (bad header)"));
         }
         let crc = u32::from_le_bytes([record[8], record[9], record[10], record[11]]);
@@ -332,19 +345,40 @@ impl Spool {
         let number = |at: usize| {
             let mut bytes = [0u8; 8];
             bytes.copy_from_slice(&record[at..at + 8]);
-            u64::from_le_bytes(bytes)
+            usize::try_from(u64::from_le_bytes(bytes)).unwrap_or(usize::MAX)
         };
-        let (sample_rows, samples_len, scrape_rows, scrapes_len) = (number(12), number(20), number(28), number(36));
-        let samples_end = HEADER.saturating_add(samples_len as usize);
-        if samples_end.saturating_add(scrapes_len as usize) != record.len() {
+        if version_1 {
+            let (sample_rows, samples_len, scrape_rows, scrapes_len) = (number(12), number(20), number(28), number(36));
+            let samples_end = HEADER_V1.saturating_add(samples_len);
+            if samples_end.saturating_add(scrapes_len) != record.len() {
+                return Err(broken("lengths do not match the record's size"));
+            }
+            let (samples, series, series_rows) = crate::rowbinary::split_wide_samples(&record[HEADER_V1..samples_end])
+                .ok_or_else(|| broken("its samples are not schema 2's `samples` rows"))?;
+            return Ok(SpooledBatch {
+                sequence,
+                sample_rows: sample_rows as u64,
+                samples,
+                series_rows,
+                series,
+                scrape_rows: scrape_rows as u64,
+                scrapes: record[samples_end..].to_vec(),
+            });
+        }
+        let lengths = [number(20), number(36), number(52)];
+        let samples_end = HEADER.saturating_add(lengths[0]);
+        let series_end = samples_end.saturating_add(lengths[1]);
+        if series_end.saturating_add(lengths[2]) != record.len() {
             return Err(broken("lengths do not match the record's size"));
         }
         Ok(SpooledBatch {
             sequence,
-            sample_rows,
+            sample_rows: number(12) as u64,
             samples: record[HEADER..samples_end].to_vec(),
-            scrape_rows,
-            scrapes: record[samples_end..].to_vec(),
+            series_rows: number(28) as u64,
+            series: record[samples_end..series_end].to_vec(),
+            scrape_rows: number(44) as u64,
+            scrapes: record[series_end..].to_vec(),
         })
     }
 
@@ -381,6 +415,8 @@ mod tests {
             sequence: 0,
             sample_rows: size as u64,
             samples: vec![fill; size],
+            series_rows: 0,
+            series: Vec::new(),
             scrape_rows: 1,
             scrapes: vec![fill ^ 0xff; 7],
         }
@@ -414,6 +450,59 @@ mod tests {
         let mut more = batch(4, 10);
         spool.append(&mut more).unwrap();
         assert_eq!(more.sequence, 3);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A batch an epicenter before schema 3 spooled (`EPSPOOL1`: wide `samples` rows and
+    /// scrapes) is read as values, series and scrapes, so an upgrade loses nothing spooled.
+    #[test]
+    fn a_batch_spooled_before_schema_3_is_split_on_the_way_out() {
+        use crate::rows::{encode_samples, SampleRow, Series};
+        let dir = std::env::temp_dir().join(format!("epicenter-spool-v1-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let labels = [("instance".to_string(), "a:1".to_string())].into_iter().collect();
+        let series = std::sync::Arc::new(Series::new("up".into(), labels, &Default::default()));
+        let rows: Vec<SampleRow> = (0..3)
+            .map(|at| SampleRow {
+                timestamp_ms: 1_764_000_000_000 + at * 1000,
+                value: 1.0,
+                series: series.clone(),
+            })
+            .collect();
+        let mut wide = Vec::new();
+        for row in &rows {
+            wide.extend_from_slice(&row.timestamp_ms.to_le_bytes());
+            wide.extend_from_slice(series.encoded_columns());
+            wide.extend_from_slice(&row.value.to_le_bytes());
+            wide.extend_from_slice(&series.id.to_le_bytes());
+        }
+        let scrapes = vec![7u8; 5];
+        let mut record = MAGIC_V1.to_vec();
+        record.extend_from_slice(&[0; 4]);
+        for number in [3, wide.len() as u64, 1, scrapes.len() as u64] {
+            record.extend_from_slice(&number.to_le_bytes());
+        }
+        record.extend_from_slice(&wide);
+        record.extend_from_slice(&scrapes);
+        let crc = crc32fast::hash(&record[12..]);
+        record[8..12].copy_from_slice(&crc.to_le_bytes());
+        fs::write(dir.join(format!("{:020}.batch", 0)), &record).unwrap();
+        let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
+        let batch = spool.oldest().unwrap().unwrap();
+        let (mut values, mut series_rows) = (Vec::new(), Vec::new());
+        encode_samples(&rows, &mut values, &mut series_rows);
+        assert_eq!(
+            (
+                batch.sample_rows,
+                batch.samples,
+                batch.series_rows,
+                batch.series,
+                batch.scrape_rows,
+                batch.scrapes
+            ),
+            (3, values, 1, series_rows, 1, scrapes)
+        );
         let _ = fs::remove_dir_all(&dir);
     }
 

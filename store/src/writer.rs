@@ -91,6 +91,8 @@ pub struct WriterStats {
     pub sample_rows_written: AtomicU64,
     /// Scrape rows written.
     pub scrape_rows_written: AtomicU64,
+    /// `series` rows written (new series, and each series again every hour it is scraped).
+    pub series_rows_written: AtomicU64,
     /// Sample rows in batches that failed after retries.
     pub sample_rows_failed: AtomicU64,
     /// Batches flushed.
@@ -105,6 +107,8 @@ pub struct WriterStats {
 struct Batch {
     samples: Vec<u8>,
     sample_rows: u64,
+    series: Vec<u8>,
+    series_rows: u64,
     scrapes: Vec<u8>,
     scrape_rows: u64,
     oldest: Option<Instant>,
@@ -112,7 +116,7 @@ struct Batch {
 
 impl Batch {
     fn add(&mut self, outcome: &ScrapeOutcome) {
-        rows::encode_samples(&outcome.rows, &mut self.samples);
+        self.series_rows += rows::encode_samples(&outcome.rows, &mut self.samples, &mut self.series);
         self.sample_rows += outcome.rows.len() as u64;
         rows::encode_scrapes(std::slice::from_ref(&outcome.report), &mut self.scrapes);
         self.scrape_rows += 1;
@@ -121,7 +125,7 @@ impl Batch {
 
     fn is_full(&self, limits: &BatchingConfig) -> bool {
         self.sample_rows + self.scrape_rows >= limits.max_rows
-            || (self.samples.len() + self.scrapes.len()) as u64 >= limits.max_bytes.0
+            || (self.samples.len() + self.series.len() + self.scrapes.len()) as u64 >= limits.max_bytes.0
     }
 }
 
@@ -170,9 +174,16 @@ async fn flush<S: Sink>(sink: &Arc<S>, batch: Batch, stats: &Arc<WriterStats>) {
     let started = Instant::now();
     // One identity for the batch's attempts, in both tables.
     let token: Arc<str> = crate::schema::new_batch_token().into();
+    // The series first, so a sample is never stored before its labels are.
     for (table, data, rows, written) in [
         (
-            Table::Samples,
+            Table::Series,
+            batch.series,
+            batch.series_rows,
+            &stats.series_rows_written,
+        ),
+        (
+            Table::SampleValues,
             batch.samples,
             batch.sample_rows,
             &stats.sample_rows_written,
@@ -184,6 +195,9 @@ async fn flush<S: Sink>(sink: &Arc<S>, batch: Batch, stats: &Arc<WriterStats>) {
             &stats.scrape_rows_written,
         ),
     ] {
+        if rows == 0 && table != Table::Scrapes {
+            continue;
+        }
         let data = Arc::new(data);
         let mut delay = Duration::from_millis(200);
         let mut attempt = 1;
@@ -201,7 +215,7 @@ async fn flush<S: Sink>(sink: &Arc<S>, batch: Batch, stats: &Arc<WriterStats>) {
                 }
                 Err(error) => {
                     tracing::error!(?table, rows, attempt, error = %error.message, "flush failed; batch dropped");
-                    if table == Table::Samples {
+                    if table == Table::SampleValues {
                         stats.sample_rows_failed.fetch_add(rows, Ordering::Relaxed);
                     }
                     break;
@@ -273,6 +287,8 @@ async fn spool_batch(spool: &Arc<std::sync::Mutex<Spool>>, batch: Batch, stats: 
         sequence: 0,
         sample_rows: batch.sample_rows,
         samples: batch.samples,
+        series_rows: batch.series_rows,
+        series: batch.series,
         scrape_rows: batch.scrape_rows,
         scrapes: batch.scrapes,
     };
@@ -354,7 +370,13 @@ async fn deliver<S: Sink>(
         let token: Arc<str> = token.into();
         let parts = [
             (
-                Table::Samples,
+                Table::Series,
+                batch.series,
+                batch.series_rows,
+                &stats.series_rows_written,
+            ),
+            (
+                Table::SampleValues,
                 batch.samples,
                 batch.sample_rows,
                 &stats.sample_rows_written,
@@ -398,7 +420,7 @@ async fn deliver<S: Sink>(
                     }
                     Err(error) if !error.retryable => {
                         tracing::error!(?table, rows, sequence = batch.sequence, error = %error.message, "the store refused a spooled batch; it is dropped");
-                        if table == Table::Samples {
+                        if table == Table::SampleValues {
                             stats.sample_rows_failed.fetch_add(rows, Ordering::Relaxed);
                         }
                         break;

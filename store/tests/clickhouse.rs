@@ -224,11 +224,14 @@ async fn a_batch_written_twice_under_its_token_is_stored_once(
     embedded: &EmbeddedStore,
     data: &std::path::Path,
 ) {
-    let mut samples = Vec::new();
-    epicenter_store::rows::encode_samples(&outcome(500, 30).rows, &mut samples);
+    let (mut samples, mut series) = (Vec::new(), Vec::new());
+    let rows = outcome(500, 30).rows;
+    let series_rows = epicenter_store::rows::encode_samples(&rows, &mut samples, &mut series);
+    let distinct: std::collections::HashSet<u64> = rows.iter().map(|row| row.series.id).collect();
+    assert_eq!(series_rows, distinct.len() as u64, "one `series` row per series");
     let mut scrapes = Vec::new();
     epicenter_store::rows::encode_scrapes(std::slice::from_ref(&outcome(500, 30).report), &mut scrapes);
-    let (samples, scrapes) = (Arc::new(samples), Arc::new(scrapes));
+    let (samples, series, scrapes) = (Arc::new(samples), Arc::new(series), Arc::new(scrapes));
     let count = |table: &str| {
         let text = embedded
             .query(
@@ -242,7 +245,12 @@ async fn a_batch_written_twice_under_its_token_is_stored_once(
     for _ in 0..3 {
         server
             .clone()
-            .write(Table::Samples, samples.clone(), "batch-a".into())
+            .write(Table::Series, series.clone(), "batch-a".into())
+            .await
+            .unwrap();
+        server
+            .clone()
+            .write(Table::SampleValues, samples.clone(), "batch-a".into())
             .await
             .unwrap();
         server
@@ -255,7 +263,7 @@ async fn a_batch_written_twice_under_its_token_is_stored_once(
     // The same bytes as another batch: stored.
     server
         .clone()
-        .write(Table::Samples, samples.clone(), "batch-b".into())
+        .write(Table::SampleValues, samples.clone(), "batch-b".into())
         .await
         .unwrap();
     assert_eq!(count("samples"), 60);
@@ -264,7 +272,7 @@ async fn a_batch_written_twice_under_its_token_is_stored_once(
     for _ in 0..2 {
         direct
             .clone()
-            .write(Table::Samples, samples.clone(), "batch-c".into())
+            .write(Table::SampleValues, samples.clone(), "batch-c".into())
             .await
             .unwrap();
     }

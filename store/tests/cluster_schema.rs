@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use epicenter_store::embedded::EmbeddedStore;
-use epicenter_store::schema::{is_cluster_name, statements, statements_for};
+use epicenter_store::schema::{is_cluster_name, statements, statements_for, upgrade_from_wide_samples};
 
 /// 30 days, the default retention.
 const RETENTION: Duration = Duration::from_secs(30 * 86_400);
@@ -53,9 +53,9 @@ fn every_table_is_replicated_and_distributed() {
         tables,
         [
             "schema_version",
-            "samples",
+            "sample_values",
+            "series",
             "scrapes",
-            "samples_1m",
             "anomalies",
             "verdicts",
             "replayed_verdicts"
@@ -82,7 +82,21 @@ fn every_table_is_replicated_and_distributed() {
             "no Distributed {table}"
         );
     }
-    for statement in &cluster {
+    // `samples` is a view on one server; on a cluster each shard's `samples_local` view joins
+    // its own tables and `samples` is Distributed over those views.
+    assert!(single
+        .iter()
+        .any(|statement| statement.starts_with("CREATE VIEW IF NOT EXISTS epicenter.samples AS")));
+    assert!(cluster.iter().any(|statement| statement
+        .starts_with("CREATE VIEW IF NOT EXISTS epicenter.samples_local ON CLUSTER 'main' AS")
+        && statement.contains("FROM epicenter.sample_values_local AS v ANY LEFT JOIN epicenter.series_local AS s")));
+    assert!(cluster.iter().any(|statement| statement.starts_with(
+        "CREATE TABLE IF NOT EXISTS epicenter.samples ON CLUSTER 'main' AS epicenter.samples_local\n            ENGINE = Distributed('main', 'epicenter', 'samples_local', series_id)"
+    )));
+    for statement in cluster
+        .iter()
+        .chain(&upgrade_from_wide_samples("epicenter", Some("main")))
+    {
         assert!(
             statement.contains(" ON CLUSTER 'main'") || statement.starts_with("INSERT INTO epicenter.schema_version"),
             "{statement}"
@@ -104,7 +118,11 @@ fn the_engine_parses_every_cluster_statement() {
     let _ = std::fs::remove_dir_all(&dir);
     let store = EmbeddedStore::open(&dir, "default").unwrap();
     let mut engines = 0;
-    for statement in cluster_ddl() {
+    // The upgrade of a schema-2 cluster first (engines: one Distributed per renamed table).
+    for statement in upgrade_from_wide_samples("epicenter", Some("main"))
+        .into_iter()
+        .chain(cluster_ddl())
+    {
         let literal = statement.replace('\\', "\\\\").replace('\'', "\\'");
         let formatted = store.query(&format!("SELECT formatQuery('{literal}')"), "TabSeparatedRaw");
         let formatted = String::from_utf8(formatted.unwrap_or_else(|error| panic!("{error}\n{statement}"))).unwrap();
@@ -113,7 +131,11 @@ fn the_engine_parses_every_cluster_statement() {
         }
         engines += formatted.matches("ENGINE = Replicated").count() + formatted.matches("ENGINE = Distributed").count();
     }
-    assert_eq!(engines, 14, "7 replicated and 7 distributed tables");
+    assert_eq!(
+        engines,
+        2 + 15,
+        "2 distributed tables renamed; 7 replicated and 7 distributed tables, and `samples` over the views"
+    );
     // A statement with a syntax error is refused by the same call: the check can fail.
     assert!(store
         .query("SELECT formatQuery('CREATE TABLE t ON CLUSTER (x')", "TabSeparatedRaw")

@@ -1,5 +1,5 @@
 //! Migrating a store written by an older epicenter: the `verdicts` table gains the `dcs`
-//! column. Its own test binary: the embedded engine holds one store per process. Needs
+//! column, and schema 2's wide `samples` is set aside as `samples_v2` for the thin layout. Its own test binary: the embedded engine holds one store per process. Needs
 //! `libchdb.so` (`scripts/setup`); skipped without it except in CI.
 
 #![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
@@ -11,9 +11,11 @@ use std::time::Duration;
 use epicenter_store::embedded::EmbeddedStore;
 
 /// A store written before verdicts named several datacenters has no `dcs` column: migrating
-/// it adds the column (older rows read as no datacenters) and keeps its rows.
+/// it adds the column (older rows read as no datacenters) and keeps its rows. A store of
+/// schema 2 keeps its wide `samples` as `samples_v2`; new samples are thin and read back
+/// through the `samples` view with their labels.
 #[test]
-fn migrating_an_older_store_adds_the_verdicts_datacenters() {
+fn migrating_an_older_store_keeps_its_rows_and_gains_the_thin_layout() {
     if !common::library_available() {
         return;
     }
@@ -40,8 +42,69 @@ fn migrating_an_older_store_adds_the_verdicts_datacenters() {
             "TabSeparated",
         )
         .unwrap();
+    // Schema 2's wide `samples`, its rollup and the view between them, with a row.
+    for statement in [
+        "CREATE TABLE epicenter.samples (time DateTime64(3, 'UTC'), metric LowCardinality(String),
+            job LowCardinality(String), instance LowCardinality(String), dc LowCardinality(String),
+            host LowCardinality(String), service LowCardinality(String), labels Map(LowCardinality(String), String),
+            value Float64, series_id UInt64) ENGINE = MergeTree ORDER BY (metric, dc, host, series_id, time)",
+        "CREATE TABLE epicenter.samples_1m (minute DateTime('UTC'), metric LowCardinality(String),
+            series_id UInt64, max SimpleAggregateFunction(max, Float64))
+            ENGINE = AggregatingMergeTree ORDER BY (metric, series_id, minute)",
+        "CREATE MATERIALIZED VIEW epicenter.samples_1m_mv TO epicenter.samples_1m AS
+            SELECT toStartOfMinute(time) AS minute, metric, series_id, max(value) AS max
+            FROM epicenter.samples GROUP BY minute, metric, series_id",
+        "INSERT INTO epicenter.samples VALUES (now64(3), 'up', 'redis', 'redis-2-1', 'dc-2', 'dc-2-host-3',
+            'redis', {'instance': 'redis-2-1'}, 1, 42)",
+    ] {
+        store.query(statement, "TabSeparated").unwrap();
+    }
     store.migrate(Duration::from_secs(86_400)).unwrap();
     let text = |sql: &str| String::from_utf8(store.query(sql, "TabSeparated").unwrap()).unwrap();
+    assert_eq!(
+        text("SELECT name, engine FROM system.tables WHERE database = 'epicenter' AND name LIKE 'samples%' ORDER BY name"),
+        "samples\tView\nsamples_1m_v2\tAggregatingMergeTree\nsamples_v2\tMergeTree\n"
+    );
+    assert_eq!(
+        text("SELECT metric, host, labels['instance'], value FROM epicenter.samples_v2"),
+        "up\tdc-2-host-3\tredis-2-1\t1\n",
+        "schema 2's rows are kept"
+    );
+    // New samples go to the thin tables and read back, labels and all, through `samples`.
+    let labels: epicenter_store::Labels = [("instance", "redis-2-1:9121"), ("job", "redis"), ("dc", "dc-2")]
+        .iter()
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect();
+    let series = std::sync::Arc::new(epicenter_store::Series::new(
+        "redis_connected_clients".into(),
+        labels,
+        &Default::default(),
+    ));
+    // Three samples 15 s apart in one minute, ten minutes ago (inside the retention).
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let minute_ms = (now_ms / 60_000 - 10) * 60_000;
+    let rows: Vec<epicenter_store::SampleRow> = (0..3)
+        .map(|at| epicenter_store::SampleRow {
+            timestamp_ms: minute_ms + at * 15_000,
+            value: 10.0 + at as f64,
+            series: series.clone(),
+        })
+        .collect();
+    store.write_samples(&rows).unwrap();
+    assert_eq!(
+        text(&format!(
+            "SELECT toUnixTimestamp64Milli(time) - {minute_ms}, metric, dc, host, labels['job'], value
+             FROM epicenter.samples ORDER BY time"
+        )),
+        "0\tredis_connected_clients\tdc-2\tredis-2-1\tredis\t10\n\
+         15000\tredis_connected_clients\tdc-2\tredis-2-1\tredis\t11\n\
+         30000\tredis_connected_clients\tdc-2\tredis-2-1\tredis\t12\n"
+    );
+    assert_eq!(text("SELECT count() FROM epicenter.series").trim(), "1");
+
     let columns = text(
         "SELECT groupArray(name) FROM (SELECT name FROM system.columns
          WHERE database = 'epicenter' AND table = 'verdicts' ORDER BY position)",
@@ -57,6 +120,8 @@ fn migrating_an_older_store_adds_the_verdicts_datacenters() {
     // Migrating again changes nothing.
     store.migrate(Duration::from_secs(86_400)).unwrap();
     assert_eq!(text("SELECT count() FROM epicenter.verdicts").trim(), "1");
+    assert_eq!(text("SELECT count() FROM epicenter.samples").trim(), "3");
+    assert_eq!(text("SELECT count() FROM epicenter.samples_v2").trim(), "1");
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -178,7 +178,7 @@ async fn nothing_accepted_is_lost_or_doubled_across_an_outage_and_a_crash() {
             scrape_rows: 1,
             ..SpooledBatch::default()
         };
-        epicenter_store::rows::encode_samples(&outcome.rows, &mut batch.samples);
+        batch.series_rows = epicenter_store::rows::encode_samples(&outcome.rows, &mut batch.samples, &mut batch.series);
         epicenter_store::rows::encode_scrapes(std::slice::from_ref(&outcome.report), &mut batch.scrapes);
         spool.append(&mut batch).unwrap();
         batches.push(batch);
@@ -186,7 +186,12 @@ async fn nothing_accepted_is_lost_or_doubled_across_an_outage_and_a_crash() {
     let token: Arc<str> = spool.token(batches[0].sequence).into();
     crashed
         .clone()
-        .write(Table::Samples, Arc::new(batches[0].samples.clone()), token.clone())
+        .write(Table::Series, Arc::new(batches[0].series.clone()), token.clone())
+        .await
+        .unwrap();
+    crashed
+        .clone()
+        .write(Table::SampleValues, Arc::new(batches[0].samples.clone()), token.clone())
         .await
         .unwrap();
     crashed

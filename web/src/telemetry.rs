@@ -635,6 +635,10 @@ impl Collector for WriterCollector {
                         stats.sample_rows_written.load(Ordering::Relaxed),
                     ),
                     (
+                        Some(("table", "series")),
+                        stats.series_rows_written.load(Ordering::Relaxed),
+                    ),
+                    (
                         Some(("table", "scrapes")),
                         stats.scrape_rows_written.load(Ordering::Relaxed),
                     ),

@@ -269,7 +269,7 @@ async fn the_clickhouse_sink_writes_and_reads_over_https_with_a_client_certifica
     assert_eq!(String::from_utf8_lossy(&sum), "42\n");
     let tables = store
         .query(
-            "SELECT count() FROM system.tables WHERE database = 'over_tls' AND name = 'samples'",
+            "SELECT count() FROM system.tables WHERE database = 'over_tls' AND name = 'sample_values'",
             "TabSeparated",
         )
         .await
@@ -277,7 +277,7 @@ async fn the_clickhouse_sink_writes_and_reads_over_https_with_a_client_certifica
     assert_eq!(
         String::from_utf8_lossy(&tables),
         "1\n",
-        "migrate created the samples table over TLS"
+        "migrate created the sample_values table over TLS"
     );
 
     let untrusted = sink(TlsConfig {

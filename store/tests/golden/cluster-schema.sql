@@ -9,24 +9,36 @@ CREATE TABLE IF NOT EXISTS epicenter.schema_version_local ON CLUSTER 'main' (
 CREATE TABLE IF NOT EXISTS epicenter.schema_version ON CLUSTER 'main' AS epicenter.schema_version_local
             ENGINE = Distributed('main', 'epicenter', 'schema_version_local', version);
 
-CREATE TABLE IF NOT EXISTS epicenter.samples_local ON CLUSTER 'main' (
+CREATE TABLE IF NOT EXISTS epicenter.sample_values_local ON CLUSTER 'main' (
+                metric LowCardinality(String),
+                series_id UInt64 CODEC(ZSTD(1)),
                 time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
+                value Float64 CODEC(Gorilla, ZSTD(1))
+            ) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')
+            PARTITION BY toDate(time)
+            ORDER BY (metric, series_id, time)
+            TTL toDateTime(time) + toIntervalSecond(2592000);
+
+CREATE TABLE IF NOT EXISTS epicenter.sample_values ON CLUSTER 'main' AS epicenter.sample_values_local
+            ENGINE = Distributed('main', 'epicenter', 'sample_values_local', series_id);
+
+CREATE TABLE IF NOT EXISTS epicenter.series_local ON CLUSTER 'main' (
                 metric LowCardinality(String),
                 job LowCardinality(String),
                 instance LowCardinality(String),
                 dc LowCardinality(String),
                 host LowCardinality(String),
                 service LowCardinality(String),
-                labels Map(LowCardinality(String), String),
-                value Float64 CODEC(Gorilla, ZSTD(1)),
-                series_id UInt64 CODEC(ZSTD(1))
-            ) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')
-            PARTITION BY toDate(time)
-            ORDER BY (metric, dc, host, series_id, time)
-            TTL toDateTime(time) + toIntervalSecond(2592000);
+                labels SimpleAggregateFunction(any, Map(String, String)),
+                series_id UInt64,
+                first_seen SimpleAggregateFunction(min, DateTime64(3, 'UTC')),
+                last_seen SimpleAggregateFunction(max, DateTime64(3, 'UTC'))
+            ) ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')
+            ORDER BY (metric, dc, host, service, job, instance, series_id)
+            TTL toDateTime(last_seen) + toIntervalSecond(2592000);
 
-CREATE TABLE IF NOT EXISTS epicenter.samples ON CLUSTER 'main' AS epicenter.samples_local
-            ENGINE = Distributed('main', 'epicenter', 'samples_local', series_id);
+CREATE TABLE IF NOT EXISTS epicenter.series ON CLUSTER 'main' AS epicenter.series_local
+            ENGINE = Distributed('main', 'epicenter', 'series_local', series_id);
 
 CREATE TABLE IF NOT EXISTS epicenter.scrapes_local ON CLUSTER 'main' (
                 time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
@@ -49,32 +61,12 @@ CREATE TABLE IF NOT EXISTS epicenter.scrapes_local ON CLUSTER 'main' (
 CREATE TABLE IF NOT EXISTS epicenter.scrapes ON CLUSTER 'main' AS epicenter.scrapes_local
             ENGINE = Distributed('main', 'epicenter', 'scrapes_local', cityHash64(instance));
 
-CREATE TABLE IF NOT EXISTS epicenter.samples_1m_local ON CLUSTER 'main' (
-                minute DateTime('UTC'),
-                metric LowCardinality(String),
-                dc LowCardinality(String),
-                host LowCardinality(String),
-                service LowCardinality(String),
-                series_id UInt64,
-                min SimpleAggregateFunction(min, Float64),
-                max SimpleAggregateFunction(max, Float64),
-                sum SimpleAggregateFunction(sum, Float64),
-                count SimpleAggregateFunction(sum, UInt64),
-                last AggregateFunction(argMax, Float64, DateTime64(3, 'UTC'))
-            ) ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')
-            PARTITION BY toDate(minute)
-            ORDER BY (metric, dc, host, service, series_id, minute)
-            TTL minute + toIntervalSecond(2592000);
+CREATE VIEW IF NOT EXISTS epicenter.samples_local ON CLUSTER 'main' AS SELECT v.time AS time, metric, s.job AS job, s.instance AS instance, s.dc AS dc,
+                   s.host AS host, s.service AS service, s.labels AS labels, v.value AS value, series_id
+            FROM epicenter.sample_values_local AS v ANY LEFT JOIN epicenter.series_local AS s USING (metric, series_id);
 
-CREATE TABLE IF NOT EXISTS epicenter.samples_1m ON CLUSTER 'main' AS epicenter.samples_1m_local
-            ENGINE = Distributed('main', 'epicenter', 'samples_1m_local', series_id);
-
-CREATE MATERIALIZED VIEW IF NOT EXISTS epicenter.samples_1m_mv ON CLUSTER 'main' TO epicenter.samples_1m_local AS
-            SELECT toStartOfMinute(time) AS minute, metric, dc, host, service, series_id,
-                   min(value) AS min, max(value) AS max, sum(value) AS sum,
-                   count() AS count, argMaxState(value, time) AS last
-            FROM epicenter.samples_local
-            GROUP BY minute, metric, dc, host, service, series_id;
+CREATE TABLE IF NOT EXISTS epicenter.samples ON CLUSTER 'main' AS epicenter.samples_local
+            ENGINE = Distributed('main', 'epicenter', 'samples_local', series_id);
 
 CREATE TABLE IF NOT EXISTS epicenter.anomalies_local ON CLUSTER 'main' (
                 time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
@@ -148,13 +140,15 @@ ALTER TABLE epicenter.verdicts_local ON CLUSTER 'main' ADD COLUMN IF NOT EXISTS 
 
 ALTER TABLE epicenter.verdicts ON CLUSTER 'main' ADD COLUMN IF NOT EXISTS dcs Array(String) AFTER dc;
 
-ALTER TABLE epicenter.samples_local ON CLUSTER 'main' MODIFY TTL toDateTime(time) + toIntervalSecond(2592000) SETTINGS materialize_ttl_after_modify = 0;
+ALTER TABLE epicenter.sample_values_local ON CLUSTER 'main' MODIFY TTL toDateTime(time) + toIntervalSecond(2592000) SETTINGS materialize_ttl_after_modify = 0;
+
+ALTER TABLE epicenter.series_local ON CLUSTER 'main' MODIFY TTL toDateTime(last_seen) + toIntervalSecond(2592000) SETTINGS materialize_ttl_after_modify = 0;
 
 ALTER TABLE epicenter.scrapes_local ON CLUSTER 'main' MODIFY TTL toDateTime(time) + toIntervalSecond(2592000) SETTINGS materialize_ttl_after_modify = 0;
 
-ALTER TABLE epicenter.samples_1m_local ON CLUSTER 'main' MODIFY TTL minute + toIntervalSecond(2592000) SETTINGS materialize_ttl_after_modify = 0;
+ALTER TABLE epicenter.sample_values_local ON CLUSTER 'main' MODIFY SETTING replicated_deduplication_window = 10000;
 
-ALTER TABLE epicenter.samples_local ON CLUSTER 'main' MODIFY SETTING replicated_deduplication_window = 10000;
+ALTER TABLE epicenter.series_local ON CLUSTER 'main' MODIFY SETTING replicated_deduplication_window = 10000;
 
 ALTER TABLE epicenter.scrapes_local ON CLUSTER 'main' MODIFY SETTING replicated_deduplication_window = 10000;
 
@@ -172,4 +166,4 @@ CREATE OR REPLACE FUNCTION epicenterBucketQuantile ON CLUSTER 'main' AS (q, boun
 CREATE OR REPLACE FUNCTION epicenterHistogramQuantile ON CLUSTER 'main' AS (q, buckets) -> epicenterBucketQuantile(q, arrayMap(b -> toFloat64(b.1), arraySort(buckets)), arrayMap(b -> toFloat64(b.2), arraySort(buckets)));
 
 INSERT INTO epicenter.schema_version (version)
-             SELECT 2 WHERE 2 NOT IN (SELECT version FROM epicenter.schema_version);
+             SELECT 3 WHERE 3 NOT IN (SELECT version FROM epicenter.schema_version);
