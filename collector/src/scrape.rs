@@ -318,7 +318,9 @@ impl Scraper {
         // or in the whole body (sample_limit), as its scrape loop counts them.
         let mut kept_before_error = 0u64;
         // Each stored series of this scrape and the time of its last kept sample.
-        let mut series_now: FxHashMap<u64, i64> = FxHashMap::default();
+        // Sized as the last scrape's, so a steady target never grows it sample by sample.
+        let mut series_now: FxHashMap<u64, i64> =
+            FxHashMap::with_capacity_and_hasher(state.previous_series.len(), Default::default());
         let result = body.and_then(|(content_type, body)| {
             let format = FormatChoice::from_content_type(content_type.as_deref());
             let exposition = parse(

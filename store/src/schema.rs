@@ -2,7 +2,7 @@
 //!
 //! Every statement is idempotent (`IF NOT EXISTS`) so start-up can run them all each time;
 //! `schema_version` records which version created the tables. Column choices follow the
-//! incident queries: time as `DateTime64(3, 'UTC')` with DoubleDelta, values with Gorilla,
+//! incident queries: time as `DateTime64(3, 'UTC')` with DoubleDelta, values with FPC,
 //! names as `LowCardinality(String)`, remaining labels in a `Map`, partitions by day, TTL from
 //! `storage.retention`. docs/schema.md documents every column with its unit.
 
@@ -50,7 +50,7 @@ const SAMPLE_VALUES_TABLE: TableSpec = TableSpec {
     columns: "metric LowCardinality(String),
                 series_id UInt64 CODEC(ZSTD(1)),
                 time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
-                value Float64 CODEC(Gorilla, ZSTD(1))",
+                value Float64 CODEC(FPC, ZSTD(1))",
     engine: "MergeTree",
     tail: "PARTITION BY toDate(time)
             ORDER BY (metric, series_id, time)

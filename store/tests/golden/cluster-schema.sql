@@ -13,7 +13,7 @@ CREATE TABLE IF NOT EXISTS epicenter.sample_values_local ON CLUSTER 'main' (
                 metric LowCardinality(String),
                 series_id UInt64 CODEC(ZSTD(1)),
                 time DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1)),
-                value Float64 CODEC(Gorilla, ZSTD(1))
+                value Float64 CODEC(FPC, ZSTD(1))
             ) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')
             PARTITION BY toDate(time)
             ORDER BY (metric, series_id, time)
