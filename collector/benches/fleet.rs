@@ -14,9 +14,9 @@
 //! `EPICENTER_FLEET_SINK=clickhouse` writes through the ClickHouse server sink to the
 //! ClickHouse HTTP interface this process serves over the same engine; `=null` discards.
 //! Storage experiments (for whoever tunes the engine's CPU next):
-//! `EPICENTER_FLEET_BATCH_AGE=10s` (batch age, no row/byte limit), `EPICENTER_FLEET_NO_ROLLUP=1`
-//! (drop the rollup view). (The thin-layout experiments of 2026-12-04 became the schema:
-//! docs/schema.md, Cost.)
+//! `EPICENTER_FLEET_BATCH_AGE=10s` (batch age, no row/byte limit). (The thin-layout
+//! experiments of 2026-12-04 became the schema, and the rollup was dropped: docs/schema.md,
+//! Cost.)
 //! `EPICENTER_FLEET_SECONDS`, `EPICENTER_FLEET_TARGETS`, `EPICENTER_FLEET_SERIES` shrink it.
 
 #![allow(clippy::unwrap_used, reason = "benchmark: a panic is a failed run")]
@@ -195,9 +195,6 @@ fn main() {
             batching.max_age = epicenter_config::PromDuration(epicenter_config::parse_duration(&age).unwrap());
             batching.max_rows = 10_000_000;
             batching.max_bytes = epicenter_config::ByteSize(1 << 30);
-        }
-        if std::env::var("EPICENTER_FLEET_NO_ROLLUP").is_ok() {
-            store.query("DROP VIEW fleet.samples_1m_mv", "TabSeparated").unwrap();
         }
         let sink = std::env::var("EPICENTER_FLEET_SINK").unwrap_or_default();
         let writer = if null_sink {

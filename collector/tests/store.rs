@@ -1,6 +1,6 @@
 //! The embedded store against the real chDB engine: schema creation is idempotent, a scraped
 //! body reads back exactly (names, labels, values, timestamps), scrape reports land in
-//! `scrapes`, the per-minute rollup fills, and a missing library gives one clear error.
+//! `scrapes`, each series has one `series` row, and a missing library gives one clear error.
 //!
 //! Needs `libchdb.so` (`scripts/setup`). Without it the tests say they were skipped, except
 //! in CI, where that is a failure.

@@ -190,9 +190,10 @@ impl ClickHouseStore {
         let wide = self
             .query(&schema::wide_samples_query(&self.database, cluster), "TabSeparated")
             .await?;
-        if String::from_utf8_lossy(&wide).trim() != "0" {
+        let upgrading = String::from_utf8_lossy(&wide).trim() != "0";
+        if upgrading {
             tracing::info!(
-                "the store holds schema 2's wide `samples`: kept as `samples_v2` (and `samples_1m_v2`); new samples go to `sample_values` and `series`"
+                "the store holds schema 2's wide `samples`: kept as `samples_v2` (and `samples_1m_v2`) and copied into `sample_values` and `series`"
             );
             for statement in schema::upgrade_from_wide_samples(&self.database, cluster) {
                 self.client
@@ -202,12 +203,33 @@ impl ClickHouseStore {
                     .map_err(|error| self.error(error))?;
             }
         }
-        for statement in statements.iter().skip(1) {
+        let copies = if upgrading {
+            schema::copy_from_wide_samples(&self.database)
+        } else {
+            Vec::new()
+        };
+        for statement in statements.iter().skip(1).chain(&copies) {
             self.client
                 .query_raw(statement)
                 .execute()
                 .await
                 .map_err(|error| self.error(error))?;
+        }
+        // A wide `samples` left in place (a check that missed it) would hide every new sample.
+        let engine = self
+            .query(&schema::samples_engine_query(&self.database), "TabSeparated")
+            .await?;
+        let engine = String::from_utf8_lossy(&engine).trim().to_string();
+        let expected = if cluster.is_some() { "Distributed" } else { "View" };
+        if engine != expected {
+            return Err(ClickHouseError {
+                url: self.url.clone(),
+                message: format!(
+                    "after the migration `{}.samples` has engine {engine:?}, not schema 3's {expected}: new samples would not show",
+                    self.database
+                ),
+                retryable: false,
+            });
         }
         Ok(())
     }

@@ -74,23 +74,44 @@ impl EmbeddedStore {
         work(&chdb)
     }
 
-    /// Creates the schema if it is missing (idempotent) with rows kept for `retention`.
+    /// Creates the schema if it is missing (idempotent) with rows kept for `retention`. A
+    /// store of schema 2 (a wide `samples` table) is upgraded first: its tables are set aside
+    /// as `samples_v2` and `samples_1m_v2` and its samples copied into `sample_values` and
+    /// `series` ([`schema::upgrade_from_wide_samples`], [`schema::copy_from_wide_samples`]).
+    /// Errors: a statement the engine refuses, or a `samples` that is not the view afterwards.
     pub fn migrate(&self, retention: Duration) -> Result<(), ChdbError> {
-        let wide = self
-            .with_chdb(|chdb| chdb.query(&schema::wide_samples_query(&self.database, None), "TabSeparated"))
-            .map_err(|error| ChdbError::Query(format!("reading the schema: {error}")))?;
-        if String::from_utf8_lossy(&wide).trim() != "0" {
+        let run = |statement: &str, doing: &str| {
+            self.with_chdb(|chdb| chdb.query(statement, "TabSeparated"))
+                .map_err(|error| ChdbError::Query(format!("{doing}: {error}")))
+        };
+        let wide = run(&schema::wide_samples_query(&self.database, None), "reading the schema")?;
+        let upgrading = String::from_utf8_lossy(&wide).trim() != "0";
+        if upgrading {
             tracing::info!(
-                "the store holds schema 2's wide `samples`: kept as `samples_v2` (and `samples_1m_v2`); new samples go to `sample_values` and `series`"
+                "the store holds schema 2's wide `samples`: kept as `samples_v2` (and `samples_1m_v2`) and copied into `sample_values` and `series`"
             );
             for statement in schema::upgrade_from_wide_samples(&self.database, None) {
-                self.with_chdb(|chdb| chdb.query(&statement, "TabSeparated"))
-                    .map_err(|error| ChdbError::Query(format!("setting schema 2's samples aside: {error}")))?;
+                run(&statement, "setting schema 2's samples aside")?;
             }
         }
         for statement in schema::statements(&self.database, retention) {
-            self.with_chdb(|chdb| chdb.query(&statement, "TabSeparated"))
-                .map_err(|error| ChdbError::Query(format!("creating the schema: {error}")))?;
+            run(&statement, "creating the schema")?;
+        }
+        if upgrading {
+            for statement in schema::copy_from_wide_samples(&self.database) {
+                run(
+                    &statement,
+                    "copying schema 2's samples (docs/schema.md gives the statements to finish by hand)",
+                )?;
+            }
+        }
+        let engine = run(&schema::samples_engine_query(&self.database), "reading the schema")?;
+        if String::from_utf8_lossy(&engine).trim() != "View" {
+            return Err(ChdbError::Query(format!(
+                "after the migration `{}.samples` is not schema 3's view (engine {:?}): new samples would not show",
+                self.database,
+                String::from_utf8_lossy(&engine).trim()
+            )));
         }
         Ok(())
     }
@@ -148,7 +169,7 @@ impl EmbeddedStore {
 
     /// Writes sample rows to `sample_values`, and to `series` the rows of series not yet
     /// written (`rows::encode_samples`). Returns the rows chDB reports written to
-    /// `sample_values` (the per-minute rollup's rows included).
+    /// `sample_values`.
     pub fn write_samples(&self, rows: &[SampleRow]) -> Result<u64, ChdbError> {
         let mut values = Vec::with_capacity(rows.len() * 40);
         let mut series = Vec::new();

@@ -58,11 +58,14 @@ fn read_leb128(data: &[u8], at: &mut usize) -> Option<u64> {
     loop {
         let byte = *data.get(*at)?;
         *at += 1;
-        value |= u64::from(byte & 0x7f) << shift.min(63);
+        value |= u64::from(byte & 0x7f) << shift;
         if byte & 0x80 == 0 {
             return Some(value);
         }
         shift += 7;
+        if shift > 63 {
+            return None; // longer than a u64's ten bytes: not RowBinary
+        }
     }
 }
 

@@ -195,6 +195,12 @@ impl Series {
         &self.encoded[..self.metric_len]
     }
 
+    /// Forgets that a `series` row was encoded for this series (the batch that held it was
+    /// lost), so its next sample writes one again.
+    pub fn forget_series_row(&self) {
+        self.row_written_ms.store(i64::MIN, Ordering::Relaxed);
+    }
+
     /// Whether a `series` row is due with a sample at `timestamp_ms`: none was encoded yet,
     /// or the last one is [`SERIES_REFRESH_MS`] older; when due, it counts as encoded now.
     fn series_row_due(&self, timestamp_ms: i64) -> bool {
@@ -370,6 +376,18 @@ pub struct GroundTruthRow {
 /// (its first sample here, then every [`SERIES_REFRESH_MS`]). Returns how many `series` rows
 /// were appended.
 pub fn encode_samples(rows: &[SampleRow], values: &mut Vec<u8>, series: &mut Vec<u8>) -> u64 {
+    encode_samples_noting(rows, values, series, &mut Vec::new())
+}
+
+/// [`encode_samples`], noting in `noted` each series whose `series` row was appended, so a
+/// writer that loses the batch can [`Series::forget_series_row`] them (the next sample writes
+/// the row again).
+pub fn encode_samples_noting(
+    rows: &[SampleRow],
+    values: &mut Vec<u8>,
+    series: &mut Vec<u8>,
+    noted: &mut Vec<Arc<Series>>,
+) -> u64 {
     let mut series_rows = 0;
     values.reserve(rows.len() * 40);
     for row in rows {
@@ -379,6 +397,7 @@ pub fn encode_samples(rows: &[SampleRow], values: &mut Vec<u8>, series: &mut Vec
         values.extend_from_slice(&row.value.to_le_bytes());
         if row.series.series_row_due(row.timestamp_ms) {
             encode_series_row(&row.series, row.timestamp_ms, series);
+            noted.push(row.series.clone());
             series_rows += 1;
         }
     }

@@ -58,25 +58,29 @@ const SAMPLE_VALUES_TABLE: TableSpec = TableSpec {
     sharding_key: "series_id",
 };
 
-/// `series`: one row per series (written with its first sample, then again every hour it is
-/// still scraped: `rows::SERIES_REFRESH_MS`); the merges keep one row per series with the
-/// least `first_seen` and the greatest `last_seen`. Labels and placement are functions of
-/// the series id, so whichever row's `labels` is kept is the same.
+/// `series`: one row per series (written with its first sample, then again an hour of sample
+/// time after the last one, and after each restart: `rows::SERIES_REFRESH_MS`); the merges
+/// keep one row per `(metric, series_id)` with the least `first_seen`, the greatest
+/// `last_seen` and the placement and labels of the row written last (`anyLast`: merges read a
+/// key's rows in insertion order). The id hashes the name and labels only, so a series whose
+/// placement changes (another `placement.*` label, a host renamed by its exporter's uname)
+/// keeps its id and, once merged, its newest placement for all its samples. Its TTL runs two
+/// refresh periods past the retention, so a series never loses its labels before its samples.
 const SERIES_TABLE: TableSpec = TableSpec {
     name: "series",
     columns: "metric LowCardinality(String),
-                job LowCardinality(String),
-                instance LowCardinality(String),
-                dc LowCardinality(String),
-                host LowCardinality(String),
-                service LowCardinality(String),
-                labels SimpleAggregateFunction(any, Map(String, String)),
                 series_id UInt64,
+                job SimpleAggregateFunction(anyLast, String),
+                instance SimpleAggregateFunction(anyLast, String),
+                dc SimpleAggregateFunction(anyLast, String),
+                host SimpleAggregateFunction(anyLast, String),
+                service SimpleAggregateFunction(anyLast, String),
+                labels SimpleAggregateFunction(anyLast, Map(String, String)),
                 first_seen SimpleAggregateFunction(min, DateTime64(3, 'UTC')),
                 last_seen SimpleAggregateFunction(max, DateTime64(3, 'UTC'))",
     engine: "AggregatingMergeTree",
-    tail: "ORDER BY (metric, dc, host, service, job, instance, series_id)
-            TTL toDateTime(last_seen) + toIntervalSecond({ttl})",
+    tail: "ORDER BY (metric, series_id)
+            TTL toDateTime(last_seen) + toIntervalSecond({ttl}) + toIntervalSecond(7200)",
     sharding_key: "series_id",
 };
 
@@ -289,7 +293,7 @@ pub fn statements_for(database: &str, retention: Duration, cluster: Option<&str>
     // on (not by rewriting every part at start-up).
     for (table, column) in [
         ("sample_values", "toDateTime(time)"),
-        ("series", "toDateTime(last_seen)"),
+        ("series", "toDateTime(last_seen) + toIntervalSecond(7200)"),
         ("scrapes", "toDateTime(time)"),
     ] {
         statements.push(format!(
@@ -321,6 +325,38 @@ pub fn statements_for(database: &str, retention: Duration, cluster: Option<&str>
              SELECT {SCHEMA_VERSION} WHERE {SCHEMA_VERSION} NOT IN (SELECT version FROM {database}.schema_version)"
     ));
     statements
+}
+
+/// The statements that copy a schema-2 store's samples (set aside by
+/// [`upgrade_from_wide_samples`] as `samples_v2`) into the thin tables, run once after
+/// [`statements_for`] when the upgrade happened: `series` gets one row per series (placement
+/// and labels as stored, first and last seen from its samples), `sample_values` every sample.
+/// `samples_v2` is kept (dropping it is the operator's call, docs/schema.md).
+pub fn copy_from_wide_samples(database: &str) -> Vec<String> {
+    vec![
+        format!(
+            "INSERT INTO {database}.series ({})
+             SELECT metric, any(job), any(instance), any(dc), any(host), any(service),
+                    CAST(any(labels), 'Map(String, String)'), series_id, min(time), max(time)
+             FROM {database}.samples_v2 GROUP BY metric, series_id",
+            SERIES_COLUMNS
+        ),
+        format!(
+            "INSERT INTO {database}.sample_values ({})
+             SELECT metric, series_id, time, value FROM {database}.samples_v2",
+            SAMPLE_VALUE_COLUMNS
+        ),
+    ]
+}
+
+/// A query answering `View` on one server, `Distributed` on a cluster, when `database`'s
+/// `samples` is schema 3's (checked after every migration: a wide `samples` left in place
+/// would silently hide every new sample).
+pub fn samples_engine_query(database: &str) -> String {
+    format!(
+        "SELECT engine FROM system.tables WHERE database = {} AND name = 'samples'",
+        quote(database)
+    )
 }
 
 /// The query [`crate::embedded::EmbeddedStore::migrate`] and the server sink's `migrate` run

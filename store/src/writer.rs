@@ -109,6 +109,8 @@ struct Batch {
     sample_rows: u64,
     series: Vec<u8>,
     series_rows: u64,
+    /// The series whose `series` rows this batch holds (re-armed if the batch is lost).
+    series_noted: Vec<std::sync::Arc<crate::rows::Series>>,
     scrapes: Vec<u8>,
     scrape_rows: u64,
     oldest: Option<Instant>,
@@ -116,7 +118,12 @@ struct Batch {
 
 impl Batch {
     fn add(&mut self, outcome: &ScrapeOutcome) {
-        self.series_rows += rows::encode_samples(&outcome.rows, &mut self.samples, &mut self.series);
+        self.series_rows += rows::encode_samples_noting(
+            &outcome.rows,
+            &mut self.samples,
+            &mut self.series,
+            &mut self.series_noted,
+        );
         self.sample_rows += outcome.rows.len() as u64;
         rows::encode_scrapes(std::slice::from_ref(&outcome.report), &mut self.scrapes);
         self.scrape_rows += 1;
@@ -172,9 +179,10 @@ async fn flush<S: Sink>(sink: &Arc<S>, batch: Batch, stats: &Arc<WriterStats>) {
         return;
     }
     let started = Instant::now();
-    // One identity for the batch's attempts, in both tables.
+    // One identity for the batch's attempts, in every table.
     let token: Arc<str> = crate::schema::new_batch_token().into();
-    // The series first, so a sample is never stored before its labels are.
+    let noted = batch.series_noted;
+    // The series first, so (on one server) a sample is not stored before its labels are.
     for (table, data, rows, written) in [
         (
             Table::Series,
@@ -214,9 +222,14 @@ async fn flush<S: Sink>(sink: &Arc<S>, batch: Batch, stats: &Arc<WriterStats>) {
                     attempt += 1;
                 }
                 Err(error) => {
-                    tracing::error!(?table, rows, attempt, error = %error.message, "flush failed; batch dropped");
-                    if table == Table::SampleValues {
-                        stats.sample_rows_failed.fetch_add(rows, Ordering::Relaxed);
+                    tracing::error!(?table, rows, attempt, error = %error.message, "flush failed; these rows are dropped");
+                    match table {
+                        Table::SampleValues => {
+                            stats.sample_rows_failed.fetch_add(rows, Ordering::Relaxed);
+                        }
+                        // The series' next samples write their rows again.
+                        Table::Series => noted.iter().for_each(|series| series.forget_series_row()),
+                        Table::Scrapes => {}
                     }
                     break;
                 }
@@ -239,7 +252,7 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// spool's batches in order, each under its spool token (stored once however often it is
 /// sent), retrying a retryable failure with exponential backoff and jitter (200 ms doubling
 /// to 10 s) for as long as the spool holds it; every insert has [`INSERT_TIMEOUT`]. A batch
-/// leaves the spool when both its inserts succeeded, or when the store refused it as bad data
+/// leaves the spool when all its inserts succeeded, or when the store refused it as bad data
 /// (counted failed). When `inbox` closes, the last batch is spooled and delivery goes on for
 /// at most [`DRAIN_TIMEOUT`].
 pub async fn run_spooled_writer<S: Sink>(
@@ -283,6 +296,7 @@ pub async fn run_spooled_writer<S: Sink>(
 /// Appends `batch` to the spool on the blocking pool; counts and logs what the spool drops.
 async fn spool_batch(spool: &Arc<std::sync::Mutex<Spool>>, batch: Batch, stats: &WriterStats) {
     let rows = batch.sample_rows;
+    let noted = batch.series_noted;
     let mut spooled = SpooledBatch {
         sequence: 0,
         sample_rows: batch.sample_rows,
@@ -311,6 +325,8 @@ async fn spool_batch(spool: &Arc<std::sync::Mutex<Spool>>, batch: Batch, stats: 
             }
         }
         Err(error) => {
+            // The series' next samples write their rows again.
+            noted.iter().for_each(|series| series.forget_series_row());
             stats.spool_dropped_rows.fetch_add(rows, Ordering::Relaxed);
             stats.sample_rows_failed.fetch_add(rows, Ordering::Relaxed);
             tracing::error!(%error, rows, "cannot spool the batch (disk full?): it is dropped");
@@ -517,6 +533,87 @@ mod tests {
             max_bytes: ByteSize(1 << 30),
             max_age: PromDuration(Duration::from_millis(max_age_ms)),
         }
+    }
+
+    /// Refuses every `series` insert as bad data; records the rest.
+    #[derive(Default)]
+    struct RefusesSeries {
+        writes: Mutex<Vec<(Table, usize)>>,
+    }
+
+    impl Sink for RefusesSeries {
+        async fn write(self: Arc<Self>, table: Table, data: Arc<Vec<u8>>, _token: Arc<str>) -> Result<u64, SinkError> {
+            self.writes.lock().unwrap().push((table, data.len()));
+            if table == Table::Series {
+                return Err(SinkError {
+                    message: "refused".to_string(),
+                    retryable: false,
+                });
+            }
+            Ok(0)
+        }
+    }
+
+    /// A batch whose `series` rows were refused re-arms its series: the next batch carries
+    /// their rows again (one per series), and without the refusal a series' row goes once.
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_series_row_is_written_again_with_the_next_batch() {
+        let sink = Arc::new(RefusesSeries::default());
+        let stats = Arc::new(WriterStats::default());
+        let (sender, inbox) = mpsc::channel(16);
+        let writer = tokio::spawn(run_writer(sink.clone(), limits(1, 1000), inbox, stats.clone()));
+        let first = outcome(3);
+        let again = ScrapeOutcome {
+            rows: first.rows.clone(),
+            report: first.report.clone(),
+        };
+        sender.send(first).await.unwrap();
+        sender.send(again).await.unwrap();
+        drop(sender);
+        writer.await.unwrap();
+        let series_writes: Vec<usize> = sink
+            .writes
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(table, _)| *table == Table::Series)
+            .map(|(_, bytes)| *bytes)
+            .collect();
+        // The three rows share one series: one row per batch, the same bytes twice.
+        assert_eq!(series_writes.len(), 2, "{series_writes:?}");
+        assert_eq!(series_writes[0], series_writes[1]);
+        assert_eq!(stats.series_rows_written.load(Ordering::SeqCst), 0);
+        assert_eq!(stats.sample_rows_written.load(Ordering::SeqCst), 6);
+        // Accepted once, a series' row is not repeated within the hour.
+        let recorder = Arc::new(Recorder::default());
+        let (sender, inbox) = mpsc::channel(16);
+        let writer = tokio::spawn(run_writer(recorder.clone(), limits(1, 1000), inbox, stats.clone()));
+        let first = outcome(3);
+        let again = ScrapeOutcome {
+            rows: first.rows.clone(),
+            report: first.report.clone(),
+        };
+        sender.send(first).await.unwrap();
+        sender.send(again).await.unwrap();
+        drop(sender);
+        writer.await.unwrap();
+        let tables: Vec<Table> = recorder
+            .writes
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(table, _)| *table)
+            .collect();
+        assert_eq!(
+            tables,
+            [
+                Table::Series,
+                Table::SampleValues,
+                Table::Scrapes,
+                Table::SampleValues,
+                Table::Scrapes
+            ]
+        );
     }
 
     #[tokio::test(start_paused = true)]

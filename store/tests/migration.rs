@@ -70,6 +70,11 @@ fn migrating_an_older_store_keeps_its_rows_and_gains_the_thin_layout() {
         "up\tdc-2-host-3\tredis-2-1\t1\n",
         "schema 2's rows are kept"
     );
+    // ... and copied: `samples` reads them, labels and placement as stored.
+    assert_eq!(
+        text("SELECT metric, host, labels['instance'], value, series_id FROM epicenter.samples"),
+        "up\tdc-2-host-3\tredis-2-1\t1\t42\n"
+    );
     // New samples go to the thin tables and read back, labels and all, through `samples`.
     let labels: epicenter_store::Labels = [("instance", "redis-2-1:9121"), ("job", "redis"), ("dc", "dc-2")]
         .iter()
@@ -97,13 +102,34 @@ fn migrating_an_older_store_keeps_its_rows_and_gains_the_thin_layout() {
     assert_eq!(
         text(&format!(
             "SELECT toUnixTimestamp64Milli(time) - {minute_ms}, metric, dc, host, labels['job'], value
-             FROM epicenter.samples ORDER BY time"
+             FROM epicenter.samples WHERE metric = 'redis_connected_clients' ORDER BY time"
         )),
         "0\tredis_connected_clients\tdc-2\tredis-2-1\tredis\t10\n\
          15000\tredis_connected_clients\tdc-2\tredis-2-1\tredis\t11\n\
          30000\tredis_connected_clients\tdc-2\tredis-2-1\tredis\t12\n"
     );
-    assert_eq!(text("SELECT count() FROM epicenter.series").trim(), "1");
+    assert_eq!(
+        text("SELECT count() FROM epicenter.series").trim(),
+        "2",
+        "the copied series and the new one"
+    );
+    // A series placed anew (same id, another host) reads, once merged, with its newest
+    // placement for all its samples.
+    store
+        .query(
+            "INSERT INTO epicenter.series (metric, job, instance, dc, host, service, labels, series_id, first_seen, last_seen)
+             VALUES ('up', 'redis', 'redis-2-1', 'dc-2', 'renamed-host', 'redis', {'instance': 'redis-2-1'}, 42, now64(3), now64(3))",
+            "TabSeparated",
+        )
+        .unwrap();
+    store
+        .query("OPTIMIZE TABLE epicenter.series FINAL", "TabSeparated")
+        .unwrap();
+    assert_eq!(
+        text("SELECT host, count() FROM epicenter.samples WHERE metric = 'up' GROUP BY host"),
+        "renamed-host\t1\n"
+    );
+    assert_eq!(text("SELECT count() FROM epicenter.series").trim(), "2");
 
     let columns = text(
         "SELECT groupArray(name) FROM (SELECT name FROM system.columns
@@ -120,7 +146,7 @@ fn migrating_an_older_store_keeps_its_rows_and_gains_the_thin_layout() {
     // Migrating again changes nothing.
     store.migrate(Duration::from_secs(86_400)).unwrap();
     assert_eq!(text("SELECT count() FROM epicenter.verdicts").trim(), "1");
-    assert_eq!(text("SELECT count() FROM epicenter.samples").trim(), "3");
+    assert_eq!(text("SELECT count() FROM epicenter.samples").trim(), "4");
     assert_eq!(text("SELECT count() FROM epicenter.samples_v2").trim(), "1");
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);

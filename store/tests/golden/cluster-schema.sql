@@ -24,18 +24,18 @@ CREATE TABLE IF NOT EXISTS epicenter.sample_values ON CLUSTER 'main' AS epicente
 
 CREATE TABLE IF NOT EXISTS epicenter.series_local ON CLUSTER 'main' (
                 metric LowCardinality(String),
-                job LowCardinality(String),
-                instance LowCardinality(String),
-                dc LowCardinality(String),
-                host LowCardinality(String),
-                service LowCardinality(String),
-                labels SimpleAggregateFunction(any, Map(String, String)),
                 series_id UInt64,
+                job SimpleAggregateFunction(anyLast, String),
+                instance SimpleAggregateFunction(anyLast, String),
+                dc SimpleAggregateFunction(anyLast, String),
+                host SimpleAggregateFunction(anyLast, String),
+                service SimpleAggregateFunction(anyLast, String),
+                labels SimpleAggregateFunction(anyLast, Map(String, String)),
                 first_seen SimpleAggregateFunction(min, DateTime64(3, 'UTC')),
                 last_seen SimpleAggregateFunction(max, DateTime64(3, 'UTC'))
             ) ENGINE = ReplicatedAggregatingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')
-            ORDER BY (metric, dc, host, service, job, instance, series_id)
-            TTL toDateTime(last_seen) + toIntervalSecond(2592000);
+            ORDER BY (metric, series_id)
+            TTL toDateTime(last_seen) + toIntervalSecond(2592000) + toIntervalSecond(7200);
 
 CREATE TABLE IF NOT EXISTS epicenter.series ON CLUSTER 'main' AS epicenter.series_local
             ENGINE = Distributed('main', 'epicenter', 'series_local', series_id);
@@ -142,7 +142,7 @@ ALTER TABLE epicenter.verdicts ON CLUSTER 'main' ADD COLUMN IF NOT EXISTS dcs Ar
 
 ALTER TABLE epicenter.sample_values_local ON CLUSTER 'main' MODIFY TTL toDateTime(time) + toIntervalSecond(2592000) SETTINGS materialize_ttl_after_modify = 0;
 
-ALTER TABLE epicenter.series_local ON CLUSTER 'main' MODIFY TTL toDateTime(last_seen) + toIntervalSecond(2592000) SETTINGS materialize_ttl_after_modify = 0;
+ALTER TABLE epicenter.series_local ON CLUSTER 'main' MODIFY TTL toDateTime(last_seen) + toIntervalSecond(7200) + toIntervalSecond(2592000) SETTINGS materialize_ttl_after_modify = 0;
 
 ALTER TABLE epicenter.scrapes_local ON CLUSTER 'main' MODIFY TTL toDateTime(time) + toIntervalSecond(2592000) SETTINGS materialize_ttl_after_modify = 0;
 
