@@ -114,7 +114,17 @@ fn a_verdict_reaches_the_receiver_through_alertmanager_and_resolves() {
     // node in the graph; its links resolve. A screenshot is kept under target/.
     let shots = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/incident-pages");
     std::fs::create_dir_all(&shots).unwrap();
-    let dom = chromium(&binaries[1], &dir, &["--dump-dom"], &link);
+    // The page draws the verdict as it stands: the callers' evidence (the failure path) joins
+    // the verdict in its first updates, which on a busy machine can come after the page is
+    // first opened. Opened again, up to a minute, until the path is there.
+    let mut dom = chromium(&binaries[1], &dir, &["--dump-dom"], &link);
+    for _ in 0..12 {
+        if dom.contains("class=\"edge path\"") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(5));
+        dom = chromium(&binaries[1], &dir, &["--dump-dom"], &link);
+    }
     assert!(
         dom.contains("<g class=\"node culprit\" data-instance=\"redis-2-1\">"),
         "the culprit is not highlighted: {dom}"

@@ -554,14 +554,10 @@ mod tests {
         }
     }
 
-    /// A batch whose `series` rows were refused re-arms its series: the next batch carries
-    /// their rows again (one per series), and without the refusal a series' row goes once.
-    #[tokio::test(start_paused = true)]
-    async fn a_lost_series_row_is_written_again_with_the_next_batch() {
-        let sink = Arc::new(RefusesSeries::default());
-        let stats = Arc::new(WriterStats::default());
+    /// Writes one scrape's outcome twice (the same series), one batch each, through `sink`.
+    async fn the_same_scrape_twice<S: Sink>(sink: Arc<S>, stats: &Arc<WriterStats>) {
         let (sender, inbox) = mpsc::channel(16);
-        let writer = tokio::spawn(run_writer(sink.clone(), limits(1, 1000), inbox, stats.clone()));
+        let writer = tokio::spawn(run_writer(sink, limits(1, 1000), inbox, stats.clone()));
         let first = outcome(3);
         let again = ScrapeOutcome {
             rows: first.rows.clone(),
@@ -571,6 +567,15 @@ mod tests {
         sender.send(again).await.unwrap();
         drop(sender);
         writer.await.unwrap();
+    }
+
+    /// A batch whose `series` rows were refused re-arms its series: the next batch carries
+    /// their rows again (one per series), and without the refusal a series' row goes once.
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_series_row_is_written_again_with_the_next_batch() {
+        let sink = Arc::new(RefusesSeries::default());
+        let stats = Arc::new(WriterStats::default());
+        the_same_scrape_twice(sink.clone(), &stats).await;
         let series_writes: Vec<usize> = sink
             .writes
             .lock()
@@ -586,17 +591,7 @@ mod tests {
         assert_eq!(stats.sample_rows_written.load(Ordering::SeqCst), 6);
         // Accepted once, a series' row is not repeated within the hour.
         let recorder = Arc::new(Recorder::default());
-        let (sender, inbox) = mpsc::channel(16);
-        let writer = tokio::spawn(run_writer(recorder.clone(), limits(1, 1000), inbox, stats.clone()));
-        let first = outcome(3);
-        let again = ScrapeOutcome {
-            rows: first.rows.clone(),
-            report: first.report.clone(),
-        };
-        sender.send(first).await.unwrap();
-        sender.send(again).await.unwrap();
-        drop(sender);
-        writer.await.unwrap();
+        the_same_scrape_twice(recorder.clone(), &stats).await;
         let tables: Vec<Table> = recorder
             .writes
             .lock()
