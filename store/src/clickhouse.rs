@@ -178,14 +178,19 @@ impl ClickHouseStore {
             }
         }
         let cluster = self.cluster.as_deref();
-        let statements = schema::statements_for(&self.database, retention, cluster);
-        // The database first (`CREATE DATABASE IF NOT EXISTS`): the check below is asked in it.
-        if let Some(create_database) = statements.first() {
+        let execute = |statement: String| async move {
             self.client
-                .query_raw(create_database)
+                .query_raw(&statement)
                 .execute()
                 .await
-                .map_err(|error| self.error(error))?;
+                .map_err(|error| self.error(error))
+        };
+        // The database first (`CREATE DATABASE IF NOT EXISTS`): the check below is asked in it.
+        if let Some(create_database) = schema::migration(&self.database, retention, cluster, false)
+            .into_iter()
+            .next()
+        {
+            execute(create_database).await?;
         }
         let wide = self
             .query(&schema::wide_samples_query(&self.database, cluster), "TabSeparated")
@@ -195,32 +200,16 @@ impl ClickHouseStore {
             tracing::info!(
                 "the store holds schema 2's wide `samples`: kept as `samples_v2` (and `samples_1m_v2`) and copied into `sample_values` and `series`"
             );
-            for statement in schema::upgrade_from_wide_samples(&self.database, cluster) {
-                self.client
-                    .query_raw(&statement)
-                    .execute()
-                    .await
-                    .map_err(|error| self.error(error))?;
-            }
         }
-        let copies = if upgrading {
-            schema::copy_from_wide_samples(&self.database)
-        } else {
-            Vec::new()
-        };
-        for statement in statements.iter().skip(1).chain(&copies) {
-            self.client
-                .query_raw(statement)
-                .execute()
-                .await
-                .map_err(|error| self.error(error))?;
+        for statement in schema::migration(&self.database, retention, cluster, upgrading)
+            .into_iter()
+            .skip(1)
+        {
+            execute(statement).await?;
         }
-        // A wide `samples` left in place (a check that missed it) would hide every new sample.
-        let engine = self
-            .query(&schema::samples_engine_query(&self.database), "TabSeparated")
-            .await?;
+        let (query, expected) = schema::samples_engine_check(&self.database, cluster);
+        let engine = self.query(&query, "TabSeparated").await?;
         let engine = String::from_utf8_lossy(&engine).trim().to_string();
-        let expected = if cluster.is_some() { "Distributed" } else { "View" };
         if engine != expected {
             return Err(ClickHouseError {
                 url: self.url.clone(),

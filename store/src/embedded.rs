@@ -90,27 +90,20 @@ impl EmbeddedStore {
             tracing::info!(
                 "the store holds schema 2's wide `samples`: kept as `samples_v2` (and `samples_1m_v2`) and copied into `sample_values` and `series`"
             );
-            for statement in schema::upgrade_from_wide_samples(&self.database, None) {
-                run(&statement, "setting schema 2's samples aside")?;
-            }
         }
-        for statement in schema::statements(&self.database, retention) {
-            run(&statement, "creating the schema")?;
+        for statement in schema::migration(&self.database, retention, None, upgrading) {
+            run(
+                &statement,
+                "migrating the schema (docs/schema.md: a schema-2 copy left unfinished is finished by hand)",
+            )?;
         }
-        if upgrading {
-            for statement in schema::copy_from_wide_samples(&self.database) {
-                run(
-                    &statement,
-                    "copying schema 2's samples (docs/schema.md gives the statements to finish by hand)",
-                )?;
-            }
-        }
-        let engine = run(&schema::samples_engine_query(&self.database), "reading the schema")?;
-        if String::from_utf8_lossy(&engine).trim() != "View" {
+        let (query, expected) = schema::samples_engine_check(&self.database, None);
+        let engine = run(&query, "reading the schema")?;
+        let engine = String::from_utf8_lossy(&engine).trim().to_string();
+        if engine != expected {
             return Err(ChdbError::Query(format!(
-                "after the migration `{}.samples` is not schema 3's view (engine {:?}): new samples would not show",
-                self.database,
-                String::from_utf8_lossy(&engine).trim()
+                "after the migration `{}.samples` has engine {engine:?}, not schema 3's {expected}: new samples would not show",
+                self.database
             )));
         }
         Ok(())

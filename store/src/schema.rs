@@ -349,13 +349,31 @@ pub fn copy_from_wide_samples(database: &str) -> Vec<String> {
     ]
 }
 
-/// A query answering `View` on one server, `Distributed` on a cluster, when `database`'s
-/// `samples` is schema 3's (checked after every migration: a wide `samples` left in place
-/// would silently hide every new sample).
-pub fn samples_engine_query(database: &str) -> String {
-    format!(
-        "SELECT engine FROM system.tables WHERE database = {} AND name = 'samples'",
-        quote(database)
+/// Every statement of a migration, in order, for both backends: [`statements_for`] with, when
+/// `upgrading` (a schema-2 store: [`wide_samples_query`] counted one), the wide tables set
+/// aside right after `CREATE DATABASE` ([`upgrade_from_wide_samples`]) and their samples
+/// copied at the end ([`copy_from_wide_samples`]). The first statement is always
+/// `CREATE DATABASE IF NOT EXISTS` (the backends run it before asking [`wide_samples_query`]).
+pub fn migration(database: &str, retention: Duration, cluster: Option<&str>, upgrading: bool) -> Vec<String> {
+    let mut statements = statements_for(database, retention, cluster);
+    if upgrading {
+        let upgrade = upgrade_from_wide_samples(database, cluster);
+        statements.splice(1..1, upgrade);
+        statements.extend(copy_from_wide_samples(database));
+    }
+    statements
+}
+
+/// A query answering `database`'s `samples` engine, and the engine schema 3 has there (`View`
+/// on one server, `Distributed` on a cluster), checked after every migration: a wide
+/// `samples` left in place would silently hide every new sample.
+pub fn samples_engine_check(database: &str, cluster: Option<&str>) -> (String, &'static str) {
+    (
+        format!(
+            "SELECT engine FROM system.tables WHERE database = {} AND name = 'samples'",
+            quote(database)
+        ),
+        if cluster.is_some() { "Distributed" } else { "View" },
     )
 }
 
