@@ -133,6 +133,12 @@ enum Command {
     },
 }
 
+/// Rust's allocations go through mimalloc: a scrape allocates and frees its body, parse and
+/// rows every second per target, and glibc's malloc spent about 6 % of `epicenter run`'s CPU
+/// on that (BENCHMARKS.md). The embedded ClickHouse engine keeps its own allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()

@@ -382,6 +382,30 @@ mod tests {
         }
     }
 
+    /// `Sample::series` is the name and label set exactly as the line spells them, without
+    /// the blanks before the value, in both formats; the spelling decides, not the series
+    /// (reordered labels or a trailing comma spell the same series another way).
+    #[test]
+    fn each_sample_carries_its_series_as_spelled() {
+        let body = "a 1\nb{x=\"1\",y=\"\\\"q\"} 2\nb{y=\"\\\"q\",x=\"1\",} 3\nc \t 4 1000\nd {z=\"}\"}\t5\n";
+        let exposition = text(body).unwrap();
+        let spelled: Vec<&str> = exposition.samples.iter().map(|sample| sample.series).collect();
+        assert_eq!(
+            spelled,
+            [
+                "a",
+                "b{x=\"1\",y=\"\\\"q\"}",
+                "b{y=\"\\\"q\",x=\"1\",}",
+                "c",
+                "d {z=\"}\"}"
+            ]
+        );
+        let body = "# TYPE e gauge\ne{k=\"v\"} 1\n{\"my.metric\",k=\"v\"} 2\n# EOF\n";
+        let exposition = om(body, Validation::Prometheus).unwrap();
+        let spelled: Vec<&str> = exposition.samples.iter().map(|sample| sample.series).collect();
+        assert_eq!(spelled, ["e{k=\"v\"}", "{\"my.metric\",k=\"v\"}"]);
+    }
+
     #[test]
     fn tolerated_rules_are_warnings_by_default() {
         let body = "# TYPE a histogram\na_bucket{le=\"2\"} 1\na_bucket{le=\"1\"} 1\na_bucket{le=\"+Inf\"} 1\n# EOF\n";

@@ -21,6 +21,7 @@ use std::collections::hash_map::Entry;
 use rustc_hash::FxHashMap;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior};
+use xxhash_rust::xxh3::xxh3_128;
 
 use epicenter_config::TlsConfig;
 use epicenter_store::config::PlacementConfig;
@@ -37,17 +38,20 @@ pub use crate::config::ACCEPT;
 /// Per-target memory between scrapes: the scrape cache and the series seen last time (for
 /// `scrape_series_added`).
 ///
-/// The cache maps a sample's series as the exposition spelled it (name and labels, in body
-/// order) to the [`Series`] metric relabeling and the target's labels made of it, or to
-/// nothing when relabeling dropped it (Prometheus's scrape cache does the same). A scrape
-/// hashes each sample's raw labels once and reuses the series; entries not seen in a successful
-/// scrape are evicted after it.
+/// The cache maps a sample's series as the exposition spelled it ([`crate::exposition::Sample::series`]: the
+/// name and label set, byte for byte) to the [`Series`] metric relabeling and the target's
+/// labels made of it, or to nothing when relabeling dropped it (Prometheus's scrape cache does
+/// the same, keyed by the same bytes). The key is the spelling's 128-bit XXH3 hash, not the
+/// bytes: a known series costs one hash of bytes the parser just read and one integer lookup,
+/// with no key to build or compare. Two spellings with one hash would share a series; with
+/// 128 bits that takes about 2^64 distinct spellings in one target. Entries not seen in a
+/// successful scrape are evicted after it.
 #[derive(Debug, Default)]
 pub struct TargetState {
     previous_series: FxHashMap<u64, i64>,
     /// Whether duplicate samples of this target were logged already.
     warned_duplicates: bool,
-    cache: FxHashMap<Box<[u8]>, CacheEntry>,
+    cache: FxHashMap<u128, CacheEntry>,
     synthetic: Option<Vec<Arc<Series>>>,
     /// The host the target's exposition names (`node_uname_info{nodename}`), as the cached
     /// series were placed with it ([`epicenter_store::rows::Placement::placed`]).
@@ -58,6 +62,10 @@ pub struct TargetState {
     /// Its resolver for callers' reverse-DNS names (`redis_observer.reverse_dns`), made at
     /// the first poll.
     observer_resolver: Option<hickory_resolver::TokioAsyncResolver>,
+    /// The target's URL as text and parsed, kept between scrapes.
+    url: Option<(String, reqwest::Url)>,
+    /// Length of the last body read, in bytes: the next body's buffer starts that large.
+    body_bytes: usize,
 }
 
 #[derive(Debug)]
@@ -293,10 +301,24 @@ impl Scraper {
                 }
                 polled
             }
-            None => tokio::time::timeout(target.timeout, self.fetch(target, job)).await,
+            None => {
+                // The target's URL parsed once, not at every scrape (reqwest parses a string
+                // each time); a URL that does not parse is left to reqwest to report.
+                if state.url.as_ref().is_none_or(|(text, _)| *text != target.url) {
+                    state.url = reqwest::Url::parse(&target.url)
+                        .ok()
+                        .map(|url| (target.url.clone(), url));
+                }
+                let url = state.url.as_ref().map(|(_, url)| url.clone());
+                let capacity = state.body_bytes;
+                tokio::time::timeout(target.timeout, self.fetch(target, job, url, capacity)).await
+            }
         };
         let body = match fetched {
-            Ok(Ok(body)) => Ok(body),
+            Ok(Ok(body)) => {
+                state.body_bytes = body.1.len();
+                Ok(body)
+            }
             Ok(Err(error)) => Err(error),
             Err(_) => Err(ScrapeError::Timeout(target.timeout)),
         };
@@ -346,31 +368,23 @@ impl Scraper {
             }
             let nodename = state.nodename.as_deref();
             let mut rows = Vec::with_capacity(exposition.sample_count() + 5);
-            let mut key = Vec::with_capacity(256);
             let mut limit_passed = false;
             for (index, sample) in exposition.samples.iter().enumerate() {
-                let labels = exposition.labels_in(sample.labels);
-                key.clear();
-                key.extend_from_slice(sample.name.as_bytes());
-                for label in labels {
-                    key.push(0);
-                    key.extend_from_slice(label.name.as_bytes());
-                    key.push(0);
-                    key.extend_from_slice(label.value.as_bytes());
-                }
-                let series = match state.cache.get_mut(key.as_slice()) {
+                let key = xxh3_128(sample.series.as_bytes());
+                let series = match state.cache.get_mut(&key) {
                     Some(entry) => {
                         entry.seen = generation;
                         entry.series.clone()
                     }
                     None => {
-                        let labels: Labels = labels
+                        let labels: Labels = exposition
+                            .labels_in(sample.labels)
                             .iter()
                             .map(|label| (label.name.to_string(), label.value.to_string()))
                             .collect();
                         let series = series_for(&sample.name, labels, target, job, context, nodename).map(Arc::new);
                         state.cache.insert(
-                            key.clone().into_boxed_slice(),
+                            key,
                             CacheEntry {
                                 series: series.clone(),
                                 seen: generation,
@@ -537,15 +551,23 @@ impl Scraper {
 
     /// GETs the target and reads the body within `body_size_limit`. Returns the
     /// `Content-Type` and the (decompressed) body.
-    async fn fetch(&self, target: &Target, job: &Job) -> Result<(Option<String>, Vec<u8>), ScrapeError> {
-        let mut request = self
-            .client
-            .get(&target.url)
-            .header(reqwest::header::ACCEPT, job.accept.as_str())
-            .header(
-                "X-Prometheus-Scrape-Timeout-Seconds",
-                format!("{}", target.timeout.as_secs_f64()),
-            );
+    /// `url`: the target's URL parsed (else reqwest parses `target.url`); `capacity`: the
+    /// bytes the body is expected to hold (the last body's), reserved up front.
+    async fn fetch(
+        &self,
+        target: &Target,
+        job: &Job,
+        url: Option<reqwest::Url>,
+        capacity: usize,
+    ) -> Result<(Option<String>, Vec<u8>), ScrapeError> {
+        let request = match url {
+            Some(url) => self.client.get(url),
+            None => self.client.get(&target.url),
+        };
+        let mut request = request.header(reqwest::header::ACCEPT, job.accept.as_str()).header(
+            "X-Prometheus-Scrape-Timeout-Seconds",
+            format!("{}", target.timeout.as_secs_f64()),
+        );
         if !job.config.http_headers.is_empty() {
             request = crate::headers::apply(&job.config.http_headers, request).map_err(ScrapeError::Credentials)?;
         }
@@ -576,7 +598,7 @@ impl Scraper {
         // timeout and a shutdown act even then.
         let deadline = Instant::now() + target.timeout;
         let mut chunks = 0u64;
-        let mut body = Vec::new();
+        let mut body = Vec::with_capacity(capacity);
         while let Some(chunk) = response
             .chunk()
             .await

@@ -24,7 +24,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
+use std::sync::Arc;
 
+use epicenter_store::rows::Series;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -394,7 +396,16 @@ pub struct Detector {
     settings: Settings,
     instances: BTreeMap<String, InstanceInfo>,
     dependencies: Vec<Dependency>,
-    signals: HashMap<String, SignalEntry>,
+    /// Every signal, in the order first seen; [`Detector::signal_index`] finds one by its key
+    /// (instance, rule, labels but `le` and `quantile`).
+    signals: Vec<SignalEntry>,
+    signal_index: HashMap<String, usize>,
+    /// Per instance name, per series id ([`epicenter_store::rows::series_id`]): the signals
+    /// the series feeds (index into `signals`, and the part it gives), worked out when the
+    /// series is first observed through [`Detector::observe_series`]. A known series then
+    /// costs one integer lookup per sample instead of rule matching and a key built from its
+    /// labels.
+    series_feeds: HashMap<String, FxHashMap<u64, Vec<(usize, Part)>>>,
     /// Roles rules gave an instance (keyed by its name) or a peer (keyed by the peer value as
     /// the label carries it, resolved when read): learned when a series is first seen.
     roles: HashMap<String, BTreeSet<Role>>,
@@ -451,7 +462,9 @@ impl Detector {
             settings,
             instances: BTreeMap::new(),
             dependencies,
-            signals: HashMap::new(),
+            signals: Vec::new(),
+            signal_index: HashMap::new(),
+            series_feeds: HashMap::new(),
             roles: HashMap::new(),
             last_seen: HashMap::new(),
             lost_input_ms: i64::MIN,
@@ -563,13 +576,61 @@ impl Detector {
         self.take(time_ms, instance, samples, false);
     }
 
-    fn take<'a>(
+    /// [`Detector::observe`] and [`Detector::observe_reported`] (`own` false) for samples that
+    /// carry their series ([`epicenter_store::rows::Series`], as a scrape's rows do): the same
+    /// judgement, but each series' signals are worked out once per instance and found again by
+    /// the series' id.
+    pub fn observe_series(&mut self, time_ms: i64, instance: &InstanceInfo, samples: &[(Arc<Series>, f64)], own: bool) {
+        self.place(time_ms, instance, own);
+        if !self.series_feeds.contains_key(&instance.name) {
+            self.series_feeds.insert(instance.name.clone(), FxHashMap::default());
+        }
+        let mut by_series = self
+            .series_feeds
+            .get_mut(&instance.name)
+            .map(std::mem::take)
+            .unwrap_or_default();
+        let mut key = String::new();
+        for (series, value) in samples {
+            let feeds = match by_series.entry(series.id) {
+                std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+                std::collections::hash_map::Entry::Vacant(new) => {
+                    let mut feeds = Vec::new();
+                    self.feeds(instance, &series.name, &series.labels, &mut key, &mut feeds);
+                    new.insert(feeds)
+                }
+            };
+            for &(index, part) in feeds.iter() {
+                self.signals[index].take(time_ms, part, *value);
+            }
+        }
+        if let Some(slot) = self.series_feeds.get_mut(&instance.name) {
+            *slot = by_series;
+        }
+    }
+
+    fn take<'a, L: std::borrow::Borrow<BTreeMap<String, String>>>(
         &mut self,
         time_ms: i64,
         instance: &InstanceInfo,
-        samples: impl IntoIterator<Item = (&'a str, BTreeMap<String, String>, f64)>,
+        samples: impl IntoIterator<Item = (&'a str, L, f64)>,
         own: bool,
     ) {
+        self.place(time_ms, instance, own);
+        let mut key = String::with_capacity(128);
+        let mut feeds = Vec::new();
+        for (metric, labels, value) in samples {
+            feeds.clear();
+            self.feeds(instance, metric, labels.borrow(), &mut key, &mut feeds);
+            for &(index, part) in &feeds {
+                self.signals[index].take(time_ms, part, value);
+            }
+        }
+    }
+
+    /// Records `instance` and its placement as of a scrape at `time_ms`; `own`: its own
+    /// target's scrape, which also says it answers.
+    fn place(&mut self, time_ms: i64, instance: &InstanceInfo, own: bool) {
         // The latest placement holds: a target's host can be learnt after its first scrape
         // (node_exporter's `node_uname_info`, a relabeling changed).
         match self.instances.get_mut(&instance.name) {
@@ -584,65 +645,80 @@ impl Detector {
             }
         }
         if own {
-            self.last_seen.insert(instance.name.clone(), time_ms);
-        }
-        let mut key = String::with_capacity(128);
-        for (metric, labels, value) in samples {
-            let Some(targets) = self.by_metric.get(metric) else {
-                continue;
-            };
-            for &(rule_index, part) in targets {
-                let rule = &self.rules[rule_index];
-                if !rule.matches(&labels) {
-                    continue;
+            match self.last_seen.get_mut(&instance.name) {
+                Some(seen) => *seen = time_ms,
+                None => {
+                    self.last_seen.insert(instance.name.clone(), time_ms);
                 }
-                // Values quoted (Debug escapes `"` and `\`): label sets holding `,` or `=` in
-                // their values never share a key. Written into a reused buffer: a series
-                // already known costs no allocation.
-                key.clear();
-                let _ = write!(key, "{:?}|{rule_index}|", instance.name);
-                for (name, value) in &labels {
-                    if name != "le" && name != "quantile" {
-                        let _ = write!(key, "{name}={value:?},");
-                    }
-                }
-                // One lookup for a known series; a new one is created, then taken up below.
-                if let Some(entry) = self.signals.get_mut(key.as_str()) {
-                    entry.take(time_ms, part, value);
-                    continue;
-                }
-                let peer = rule.peer(&labels);
-                if let Some(peer) = &peer {
-                    if self.peer_links.insert((instance.name.clone(), peer.clone())) {
-                        self.graph_generation += 1;
-                    }
-                }
-                if let Some(caller) = rule.caller(&labels) {
-                    if self.caller_links.insert((caller, instance.name.clone())) {
-                        self.graph_generation += 1;
-                    }
-                }
-                if let Some(role) = rule.spec.role {
-                    let holder = match (&rule.spec.peer, &peer) {
-                        (Some(_), Some(peer)) => Some(peer.clone()),
-                        (Some(_), None) => None,
-                        (None, _) => Some(instance.name.clone()),
-                    };
-                    if let Some(holder) = holder {
-                        self.roles.entry(holder).or_default().insert(role);
-                    }
-                }
-                let mut entry = SignalEntry {
-                    rule: rule_index,
-                    instance: instance.name.clone(),
-                    peer,
-                    signal: Signal::new(rule.spec.kind, rule.spec.bad, rule.spec.floor)
-                        .with_counter_glitch(self.settings.counter_glitch),
-                    pending: None,
-                };
-                entry.take(time_ms, part, value);
-                self.signals.insert(key.clone(), entry);
             }
+        }
+    }
+
+    /// The signals a series of `instance` named `metric` with `labels` feeds, pushed onto
+    /// `feeds` as (index into `signals`, part); a signal seen for the first time is created,
+    /// with the peer, caller and role its rule reads from the labels. `key` is scratch space.
+    fn feeds(
+        &mut self,
+        instance: &InstanceInfo,
+        metric: &str,
+        labels: &BTreeMap<String, String>,
+        key: &mut String,
+        feeds: &mut Vec<(usize, Part)>,
+    ) {
+        let Some(targets) = self.by_metric.get(metric) else {
+            return;
+        };
+        for &(rule_index, part) in targets {
+            let rule = &self.rules[rule_index];
+            if !rule.matches(labels) {
+                continue;
+            }
+            // Values quoted (Debug escapes `"` and `\`): label sets holding `,` or `=` in
+            // their values never share a key. Written into a reused buffer: a series
+            // already known costs no allocation.
+            key.clear();
+            let _ = write!(key, "{:?}|{rule_index}|", instance.name);
+            for (name, value) in labels {
+                if name != "le" && name != "quantile" {
+                    let _ = write!(key, "{name}={value:?},");
+                }
+            }
+            if let Some(&index) = self.signal_index.get(key.as_str()) {
+                feeds.push((index, part));
+                continue;
+            }
+            let peer = rule.peer(labels);
+            if let Some(peer) = &peer {
+                if self.peer_links.insert((instance.name.clone(), peer.clone())) {
+                    self.graph_generation += 1;
+                }
+            }
+            if let Some(caller) = rule.caller(labels) {
+                if self.caller_links.insert((caller, instance.name.clone())) {
+                    self.graph_generation += 1;
+                }
+            }
+            if let Some(role) = rule.spec.role {
+                let holder = match (&rule.spec.peer, &peer) {
+                    (Some(_), Some(peer)) => Some(peer.clone()),
+                    (Some(_), None) => None,
+                    (None, _) => Some(instance.name.clone()),
+                };
+                if let Some(holder) = holder {
+                    self.roles.entry(holder).or_default().insert(role);
+                }
+            }
+            self.signals.push(SignalEntry {
+                rule: rule_index,
+                instance: instance.name.clone(),
+                peer,
+                signal: Signal::new(rule.spec.kind, rule.spec.bad, rule.spec.floor)
+                    .with_counter_glitch(self.settings.counter_glitch),
+                pending: None,
+            });
+            let index = self.signals.len() - 1;
+            self.signal_index.insert(key.clone(), index);
+            feeds.push((index, part));
         }
     }
 
@@ -650,7 +726,7 @@ impl Detector {
     pub fn assess(&mut self, time_ms: i64) -> Assessment {
         let tuning = self.settings.tuning;
         let mut anomalies = Vec::new();
-        for entry in self.signals.values_mut() {
+        for entry in &mut self.signals {
             let Some((observed_ms, value, count, has_value, has_count)) = entry.pending.take() else {
                 continue;
             };
@@ -1901,6 +1977,84 @@ mod tests {
             detector.observe(0, &info(name, dc, host, service), Vec::new());
         }
         detector
+    }
+
+    /// Samples fed with their series ([`Detector::observe_series`], the live collector's and
+    /// replay's path, which works out a series' signals once) are judged exactly as the same
+    /// samples fed by metric and labels ([`Detector::observe`]): every round's assessment is
+    /// equal, through a mean with a peer, a counter whose `match` keeps one of two series, a
+    /// gauge and series no rule reads, while one Redis node slows and its callers' pools queue.
+    #[test]
+    fn samples_fed_with_their_series_are_judged_as_by_metric_and_labels() {
+        let rules = crate::rules::parse(concat!(
+            "signals:\n",
+            "  - {metric: lat, kind: mean, class: latency, bad: up, peer: {label: remote}, floor: 0.01}\n",
+            "  - {metric: errs_total, kind: counter, class: errors, bad: up, match: {outcome: error}, floor: 0.5}\n",
+            "  - {metric: waiters, kind: gauge, class: saturation, bad: up, peer: {label: name}, floor: 1}\n",
+        ))
+        .unwrap();
+        let dependencies = vec![Dependency {
+            caller: "backend".into(),
+            callee: "redis".into(),
+            same_dc: false,
+        }];
+        let mut by_labels = Detector::new(rules.clone(), dependencies.clone(), 10_000, Settings::default());
+        let mut by_series = Detector::new(rules, dependencies, 10_000, Settings::default());
+        let placement = epicenter_store::config::PlacementConfig::default();
+        let series = |name: &str, labels: &[(&str, &str)]| {
+            let labels = labels
+                .iter()
+                .map(|(label, value)| (label.to_string(), value.to_string()))
+                .collect();
+            Arc::new(Series::new(name.to_string(), labels, &placement))
+        };
+        let mut opened = Vec::new();
+        for round in 0..50_i64 {
+            let time_ms = round * 10_000;
+            for (name, dc, host, service) in [
+                ("b1", "dc-1", "h1", "backend"),
+                ("b2", "dc-2", "h2", "backend"),
+                ("b3", "dc-3", "h3", "backend"),
+                ("r1", "dc-1", "h4", "redis"),
+                ("r2", "dc-2", "h5", "redis"),
+            ] {
+                let mut samples = vec![(series("up", &[("instance", name)]), 1.0)];
+                if service == "backend" {
+                    let calls = 100.0 * round as f64;
+                    for remote in ["r1", "r2"] {
+                        // r2 answers in 2 ms, then 200 ms from round 40 on.
+                        let seconds_per_call = if remote == "r2" && round >= 40 { 0.2 } else { 0.002 };
+                        let spent = 0.002 * 100.0 * round.min(40) as f64
+                            + seconds_per_call * 100.0 * (round - 40).max(0) as f64;
+                        let labels = [("instance", name), ("remote", remote)];
+                        samples.push((
+                            series("lat_sum", &labels),
+                            if round >= 40 { spent } else { 0.002 * calls },
+                        ));
+                        samples.push((series("lat_count", &labels), calls));
+                        let waiting = if remote == "r2" && round >= 40 { 6.0 } else { 0.0 };
+                        samples.push((series("waiters", &[("instance", name), ("name", remote)]), waiting));
+                    }
+                    samples.push((series("errs_total", &[("instance", name), ("outcome", "error")]), 0.0));
+                    samples.push((series("errs_total", &[("instance", name), ("outcome", "ok")]), calls));
+                }
+                let instance = info(name, dc, host, service);
+                by_labels.observe(
+                    time_ms,
+                    &instance,
+                    samples
+                        .iter()
+                        .map(|(series, value)| (series.name.as_str(), series.labels.clone(), *value)),
+                );
+                by_series.observe_series(time_ms, &instance, &samples, true);
+            }
+            let expected = by_labels.assess(time_ms);
+            assert_eq!(by_series.assess(time_ms), expected, "round {round}");
+            opened.extend(expected.opened_incidents().map(|verdict| verdict.instances.clone()));
+        }
+        // Not equal by judging nothing: r2's slowness opened its incident on both.
+        assert_eq!(opened, [vec!["r2".to_string()]]);
+        assert_eq!(by_series.signals.len(), by_labels.signals.len());
     }
 
     /// A mesh's destination-side series name the calling service: with no dependencies

@@ -37,6 +37,10 @@
 //!   stands still; the binary holds the rounds of a failed poll.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use epicenter_store::config::PlacementConfig;
+use epicenter_store::rows::Series;
 
 use crate::engine::InstanceInfo;
 use crate::live::{Batch, MetricNames};
@@ -160,9 +164,10 @@ pub fn scrape_batches(rows: &str) -> Result<Vec<Batch>, String> {
             late: false,
             reported: false,
         });
-        batch
-            .samples
-            .push((row.metric, row.labels, row.value.unwrap_or(f64::NAN)));
+        batch.samples.push((
+            Arc::new(Series::new(row.metric, row.labels, &PlacementConfig::default())),
+            row.value.unwrap_or(f64::NAN),
+        ));
     }
     // An instance's own target is the one whose `up` it carries (a target's `up` is placed
     // on the target): rows another target wrote about it (a kubelet's, about a pod) are
@@ -170,7 +175,7 @@ pub fn scrape_batches(rows: &str) -> Result<Vec<Batch>, String> {
     let mut own_sources: std::collections::HashMap<&str, std::collections::HashSet<&str>> =
         std::collections::HashMap::new();
     for ((_, name, source), batch) in &scrapes {
-        if batch.samples.iter().any(|(metric, _, _)| metric == "up") {
+        if batch.samples.iter().any(|(series, _)| series.name == "up") {
             own_sources.entry(name.as_str()).or_default().insert(source.as_str());
         }
     }
@@ -193,7 +198,7 @@ pub fn scrape_batches(rows: &str) -> Result<Vec<Batch>, String> {
     scrapes.retain(|(_, name, source), batch| {
         !(is_up_only(batch)
             && stamped.contains(&(name.clone(), source.clone()))
-            && batch.samples.iter().all(|(_, _, value)| *value >= 1.0))
+            && batch.samples.iter().all(|(_, value)| *value >= 1.0))
     });
     Ok(scrapes
         .into_iter()
@@ -206,7 +211,7 @@ pub fn scrape_batches(rows: &str) -> Result<Vec<Batch>, String> {
 
 /// Whether `batch` holds only the synthetic `up`.
 fn is_up_only(batch: &Batch) -> bool {
-    batch.samples.iter().all(|(metric, _, _)| metric == "up")
+    batch.samples.iter().all(|(series, _)| series.name == "up")
 }
 
 /// One instance's scrapes as [`scrapes_query`] reads them.
@@ -729,9 +734,10 @@ mod tests {
                 (2_000, "r1".to_string(), 1, false)
             ]
         );
+        let (series, value) = &batches[0].samples[1];
         assert_eq!(
-            batches[0].samples[1],
-            ("b".to_string(), [("pool".to_string(), "p".to_string())].into(), 4.0)
+            (series.name.as_str(), &series.labels, *value),
+            ("b", &[("pool".to_string(), "p".to_string())].into(), 4.0)
         );
         assert_eq!(batches[0].instance.host, "h-r1");
         let error = scrape_batches(&format!("{}\nnot json", sample(1, "r1", "a", 1.0))).unwrap_err();
@@ -914,7 +920,7 @@ mod tests {
                 (500_000, "r1".to_string(), 1, false)
             ]
         );
-        assert_eq!(batches[0].samples[0].2, 0.0);
+        assert_eq!(batches[0].samples[0].1, 0.0);
         // Read again with the next failed scrape: only that one is new.
         let again = [stamped, sample(2_500, "r1", "up", 0.0)].join("\n");
         assert_eq!(
@@ -1126,7 +1132,7 @@ mod tests {
     fn a_null_value_is_nan() {
         let row = sample(1_000, "r1", "a", 1.0).replace("\"value\":1", "\"value\":null");
         let batches = scrape_batches(&row).unwrap();
-        assert!(batches[0].samples[0].2.is_nan(), "{row}");
+        assert!(batches[0].samples[0].1.is_nan(), "{row}");
     }
 
     /// A target whose only rule metric is `up`: each scrape fed once however often read.

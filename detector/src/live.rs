@@ -23,9 +23,10 @@
 //! evidence about the fleet.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
-use epicenter_store::rows::{AnomalyRow, ScrapeOutcome};
+use epicenter_store::rows::{AnomalyRow, ScrapeOutcome, Series};
 use rustc_hash::FxHashSet;
 use tokio::sync::{mpsc, watch};
 
@@ -123,8 +124,9 @@ pub struct Batch {
     pub time_ms: i64,
     /// The instance and where it runs.
     pub instance: InstanceInfo,
-    /// (metric, labels, value) of the samples a rule reads.
-    pub samples: Vec<(String, BTreeMap<String, String>, f64)>,
+    /// The samples a rule reads: each one's series (shared with the scrape's rows, not
+    /// copied) and value.
+    pub samples: Vec<(Arc<Series>, f64)>,
     /// A scrape epicenter itself failed to make on time: skipped (the slot passed while it
     /// was behind) or timed out while its runtime was starved. No samples; `time_ms` is the
     /// slot's. It holds verdicts this round and the next.
@@ -144,7 +146,7 @@ impl Batch {
     pub fn source(&self) -> &str {
         self.samples
             .first()
-            .and_then(|(_, labels, _)| labels.get("instance"))
+            .and_then(|(series, _)| series.labels.get("instance"))
             .map_or(self.instance.name.as_str(), String::as_str)
     }
 }
@@ -197,7 +199,7 @@ pub fn extract(outcome: &ScrapeOutcome, metrics: &MetricNames) -> Vec<Batch> {
     // Other instances' samples, by instance name, placed by their first series.
     let mut reported: BTreeMap<&str, Batch> = BTreeMap::new();
     for row in outcome.rows.iter().filter(|row| metrics.contains(&row.series.name)) {
-        let sample = (row.series.name.clone(), row.series.labels.clone(), row.value);
+        let sample = (Arc::clone(&row.series), row.value);
         let placement = &row.series.placement;
         if placement.instance.is_empty() || placement.instance == name {
             own.push(sample);
@@ -439,12 +441,7 @@ pub async fn run(
                 let mut late_now = this_round_late;
                 for time_ms in times {
                     while let Some(batch) = batches.next_if(|batch| batch.time_ms <= time_ms) {
-                        let samples = batch.samples.iter().map(|(name, labels, value)| (name.as_str(), labels.clone(), *value));
-                        if batch.reported {
-                            detector.observe_reported(batch.time_ms, &batch.instance, samples);
-                        } else {
-                            detector.observe(batch.time_ms, &batch.instance, samples);
-                        }
+                        detector.observe_series(batch.time_ms, &batch.instance, &batch.samples, !batch.reported);
                     }
                     let assessment = detector.assess(time_ms);
                     let instances = detector.instances();
@@ -820,7 +817,7 @@ mod tests {
         let read = extract(&outcome(false), &metrics).pop().unwrap();
         assert_eq!(read.samples.len(), 1);
         assert_eq!(
-            (read.samples[0].0.as_str(), read.samples[0].2, read.late),
+            (read.samples[0].0.name.as_str(), read.samples[0].1, read.late),
             ("up", 0.0, false)
         );
         let starved = extract(&outcome(true), &metrics).pop().unwrap();
@@ -907,7 +904,7 @@ mod tests {
                 ("backend-1", "backend", "node-5", true, 2, 9_000),
             ]
         );
-        assert_eq!(batches[0].samples[0].0, "up");
+        assert_eq!(batches[0].samples[0].0.name, "up");
     }
 
     #[test]

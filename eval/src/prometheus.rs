@@ -14,13 +14,14 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use epicenter_collector::auth::{AuthSettings, Authorization, BasicAuth, OAuth2, ScrapeAuth};
 use epicenter_config::{Problems, TlsConfig};
 use epicenter_detector::engine::InstanceInfo;
 use epicenter_detector::live::Batch;
 use epicenter_store::config::PlacementConfig;
-use epicenter_store::rows::Placement;
+use epicenter_store::rows::{Placement, Series};
 use serde::Deserialize;
 
 /// How to reach the Prometheus server (`epicenter replay --prometheus-config FILE`): the HTTP
@@ -311,6 +312,7 @@ pub fn batches(series: Vec<RawSeries>, placement: &PlacementConfig) -> Vec<Batch
             .get("instance")
             .cloned()
             .unwrap_or_else(|| placed.instance.clone());
+        let shared = Arc::new(Series::new(metric, labels, placement));
         for (time_ms, value) in samples {
             scrapes
                 .entry((time_ms, placed.instance.clone(), source.clone()))
@@ -327,7 +329,7 @@ pub fn batches(series: Vec<RawSeries>, placement: &PlacementConfig) -> Vec<Batch
                     reported: false,
                 })
                 .samples
-                .push((metric.clone(), labels.clone(), value));
+                .push((Arc::clone(&shared), value));
         }
     }
     scrapes.into_values().collect()
@@ -429,6 +431,6 @@ mod tests {
         assert!(batches[0]
             .samples
             .iter()
-            .all(|(_, labels, _)| !labels.contains_key("__name__")));
+            .all(|(series, _)| !series.labels.contains_key("__name__")));
     }
 }

@@ -93,12 +93,8 @@ impl Replayer {
                 run.boundary += run.interval;
             }
             run.latest = run.latest.max(batch.time_ms);
-            let samples = batch.samples.iter().map(|(m, l, v)| (m.as_str(), l.clone(), *v));
-            if batch.reported {
-                run.detector.observe_reported(batch.time_ms, &batch.instance, samples);
-            } else {
-                run.detector.observe(batch.time_ms, &batch.instance, samples);
-            }
+            run.detector
+                .observe_series(batch.time_ms, &batch.instance, &batch.samples, !batch.reported);
         }
     }
 

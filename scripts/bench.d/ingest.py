@@ -3,9 +3,12 @@
 node_exporter-shaped targets of targets.py, measured the same way for both.
 
     ingest.py --system epicenter|prometheus --targets N --base-port P --workdir DIR
-              [--warmup-s 15] [--window-s 60] [--epicenter BIN] [--prometheus BIN]
+              [--warmup-s 15] [--window-s 60] [--series 1000] [--interval-s 1] [--no-disk]
+              [--epicenter BIN] [--prometheus BIN]
 
-Starts the collector with a configuration scraping every target each second (timeout 1 s),
+Starts the collector with a configuration scraping every target every --interval-s seconds
+(timeout the interval, at most 5 s; the targets serve --series series each, as targets.py
+was started with),
 waits for it to be ready and for --warmup-s seconds, then measures over --window-s seconds:
 
 - cpu_seconds: user + system time of the collector process (all its threads: epicenter's
@@ -18,9 +21,10 @@ waits for it to be ready and for --warmup-s seconds, then measures over --window
   store appended (epicenter: `epicenter_sink_rows_written_total{table="samples"}`;
   Prometheus: `prometheus_tsdb_head_samples_appended_total` less its five synthetic series per
   scrape);
-- peak_rss_bytes: VmHWM of the process at the end of the window.
+- peak_rss_bytes: VmHWM of the process at the end of the window, and active_series (targets ×
+  series per target) to divide it by.
 
-Then the on-disk cost of everything stored since start, in bytes per sample: epicenter's
+Then, unless --no-disk, the on-disk cost of everything stored since start, in bytes per sample: epicenter's
 `sample_values` and `series` tables as the run leaves them and after `OPTIMIZE … FINAL` (all tables
 too), read with `epicenter sql`; Prometheus's WAL, and the block a TSDB snapshot (admin API)
 writes from its head, each divided by the samples appended.
@@ -40,7 +44,6 @@ import urllib.parse
 import urllib.request
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-SERIES_PER_TARGET = 1000
 
 
 def fail(message):
@@ -152,12 +155,15 @@ def main():
     parser.add_argument("--epicenter", default="target/release/epicenter")
     parser.add_argument("--prometheus", default="prometheus")
     parser.add_argument("--listen-port", type=int, default=29464)
+    parser.add_argument("--series", type=int, default=1000, help="series per target (targets.py's SERIES)")
+    parser.add_argument("--interval-s", type=int, default=1, help="scrape interval, whole seconds")
+    parser.add_argument("--no-disk", action="store_true", help="skip the bytes-on-disk measurement")
     args = parser.parse_args()
 
     os.makedirs(args.workdir, exist_ok=True)
     targets = ", ".join(f"'127.0.0.1:{args.base_port + i}'" for i in range(args.targets))
     scrape = (
-        "global: {scrape_interval: 1s, scrape_timeout: 1s}\n"
+        f"global: {{scrape_interval: {args.interval_s}s, scrape_timeout: {min(args.interval_s, 5)}s}}\n"
         "scrape_configs:\n"
         f"  - job_name: node\n    static_configs:\n      - targets: [{targets}]\n"
     )
@@ -207,11 +213,14 @@ def main():
             "targets": args.targets,
             "window_s": round(window, 2),
             "cpu_seconds": round(cpu_after - cpu_before, 3),
-            "scrapes_scheduled": args.targets * window,
-            "samples_scraped": result["scrapes_up"] * SERIES_PER_TARGET,
+            "scrapes_scheduled": args.targets * window / args.interval_s,
+            "samples_scraped": result["scrapes_up"] * args.series,
             "peak_rss_bytes": peak,
+            "series_per_target": args.series,
+            "interval_s": args.interval_s,
+            "active_series": args.targets * args.series,
         })
-        if args.system == "prometheus":
+        if args.system == "prometheus" and not args.no_disk:
             total = metric_sum(fetch(metrics_url), "prometheus_tsdb_head_samples_appended_total")
             result["wal_bytes"] = directory_bytes(os.path.join(store, "wal"))
             snapshot = json.loads(fetch(f"http://{listen}/api/v1/admin/tsdb/snapshot", data=b"", timeout=300))
@@ -227,7 +236,7 @@ def main():
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    if args.system == "epicenter":
+    if args.system == "epicenter" and not args.no_disk:
         # A sample is stored as a `sample_values` row plus its share of its `series` row
         # (schema 3); the rows counted are `sample_values`'.
         parts = ("SELECT sumIf(rows, table = 'sample_values'), sum(bytes_on_disk) FROM system.parts "

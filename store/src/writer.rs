@@ -130,6 +130,20 @@ impl Batch {
         self.oldest.get_or_insert_with(Instant::now);
     }
 
+    /// Takes this batch's contents, leaving an empty batch whose buffers are already as
+    /// large as these were (plus an eighth): a steady load then fills each batch without
+    /// growing its buffers step by step (each step a copy into freshly mapped memory).
+    fn take(&mut self) -> Batch {
+        let room = |buffer: &Vec<u8>| buffer.len() + buffer.len() / 8;
+        let next = Batch {
+            samples: Vec::with_capacity(room(&self.samples)),
+            series: Vec::with_capacity(room(&self.series)),
+            scrapes: Vec::with_capacity(room(&self.scrapes)),
+            ..Batch::default()
+        };
+        std::mem::replace(self, next)
+    }
+
     fn is_full(&self, limits: &BatchingConfig) -> bool {
         self.sample_rows + self.scrape_rows >= limits.max_rows
             || (self.samples.len() + self.series.len() + self.scrapes.len()) as u64 >= limits.max_bytes.0
@@ -152,16 +166,16 @@ pub async fn run_writer<S: Sink>(
                 Some(outcome) => {
                     batch.add(&outcome);
                     if batch.is_full(&limits) {
-                        flush(&sink, std::mem::take(&mut batch), &stats).await;
+                        flush(&sink, batch.take(), &stats).await;
                     }
                 }
                 None => {
-                    flush(&sink, std::mem::take(&mut batch), &stats).await;
+                    flush(&sink, batch.take(), &stats).await;
                     return;
                 }
             },
             _ = sleep_until_or_forever(deadline) => {
-                flush(&sink, std::mem::take(&mut batch), &stats).await;
+                flush(&sink, batch.take(), &stats).await;
             }
         }
     }
@@ -281,7 +295,7 @@ pub async fn run_spooled_writer<S: Sink>(
         };
         let due = !open || batch.is_full(&limits) || deadline.is_some_and(|deadline| Instant::now() >= deadline);
         if due && batch.sample_rows + batch.scrape_rows > 0 {
-            spool_batch(&spool, std::mem::take(&mut batch), &stats).await;
+            spool_batch(&spool, batch.take(), &stats).await;
             wake.notify_one();
         }
         if !open {

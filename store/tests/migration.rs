@@ -65,6 +65,12 @@ fn migrating_an_older_store_keeps_its_rows_and_gains_the_thin_layout() {
         text("SELECT name, engine FROM system.tables WHERE database = 'epicenter' AND name LIKE 'samples%' ORDER BY name"),
         "samples\tView\nsamples_1m_v2\tAggregatingMergeTree\nsamples_v2\tMergeTree\n"
     );
+    // The merge settings of `sample_values` (docs/schema.md, Merges), on the table itself.
+    let engine = text("SELECT engine_full FROM system.tables WHERE database = 'epicenter' AND name = 'sample_values'");
+    assert!(
+        engine.contains("merge_selector_base = 10") && engine.contains("min_parts_to_merge_at_once = 10"),
+        "{engine}"
+    );
     assert_eq!(
         text("SELECT metric, host, labels['instance'], value FROM epicenter.samples_v2"),
         "up\tdc-2-host-3\tredis-2-1\t1\n",

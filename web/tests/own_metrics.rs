@@ -20,6 +20,8 @@ use epicenter_detector::live::{self, Batch};
 use epicenter_detector::{InstanceInfo, Settings, Verdict, VerdictEvent};
 use epicenter_oncall::config::{NotifierConfig, NotifierKind};
 use epicenter_oncall::{AlertSource, Notifiers};
+use epicenter_store::config::PlacementConfig;
+use epicenter_store::rows::Series;
 use epicenter_store::writer::WriterStats;
 use epicenter_web::config::ServerConfig;
 use epicenter_web::{AppState, Telemetry, VerdictBook};
@@ -269,7 +271,14 @@ fn batch(second: i64, redis_up: f64) -> Batch {
             host: "dc-2-host-3".into(),
             service: "redis".into(),
         },
-        samples: vec![("redis_up".into(), BTreeMap::new(), redis_up)],
+        samples: vec![(
+            Arc::new(Series::new(
+                "redis_up".into(),
+                BTreeMap::new(),
+                &PlacementConfig::default(),
+            )),
+            redis_up,
+        )],
         late: false,
         reported: false,
     }

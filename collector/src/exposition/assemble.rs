@@ -356,6 +356,7 @@ impl<'a> Assembler<'a> {
         self.family_of_sample.push(index);
         self.samples.push(Sample {
             name: sample.name,
+            series: sample.series,
             labels: sample.labels,
             value: sample.value,
             timestamp: sample.timestamp,

@@ -157,6 +157,12 @@ pub struct Sample<'a> {
     /// The sample's own name, including the type's suffix (`http_requests_total`,
     /// `latency_seconds_bucket`).
     pub name: Cow<'a, str>,
+    /// The sample's series as the body spells it, byte for byte: the name and the label set
+    /// (`http_requests_total{code="200"}`, `{"my.metric",code="200"}`), without the blanks
+    /// before the value. Two samples with the same spelling are the same series; the same
+    /// series may be spelled two ways (label order, escapes, a trailing comma). The scrape
+    /// cache keys on it, as Prometheus's does on `Parser::Series`.
+    pub series: &'a str,
     /// The sample's labels in body order, a range into [`Exposition::labels`].
     pub labels: LabelRange,
     /// The value; NaN and ±Inf are kept as such.

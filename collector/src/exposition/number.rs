@@ -19,7 +19,7 @@ pub(crate) fn parse_value(token: &str) -> Option<f64> {
         }
         return Some(integer as f64);
     }
-    if is_decimal(bytes) {
+    if starts_decimal(bytes) {
         // A decimal that overflows f64 (`1e400`) is an error, as Go's ParseFloat reports a
         // range error for it; only the spelled-out infinities mean infinity.
         return token.parse().ok().filter(|value: &f64| value.is_finite());
@@ -27,11 +27,26 @@ pub(crate) fn parse_value(token: &str) -> Option<f64> {
     special(bytes)
 }
 
+/// Whether `bytes` is a decimal number if anything: its first byte after an optional sign is a
+/// digit or `.`. For such text the standard library's float grammar (`f64::from_str`: digits
+/// with an optional fraction, or a fraction alone, then an optional exponent; its `inf` and
+/// `nan` forms start with a letter) is exactly the decimal form of OpenMetrics' `number`, so
+/// `from_str` validates and converts in one pass (`is_decimal`, kept for the tests, is the
+/// grammar spelled out).
+#[inline]
+fn starts_decimal(bytes: &[u8]) -> bool {
+    let first = match bytes {
+        [b'+' | b'-', rest @ ..] => rest.first(),
+        _ => bytes.first(),
+    };
+    matches!(first, Some(b'0'..=b'9' | b'.'))
+}
+
 /// Parses an OpenMetrics timestamp or exemplar timestamp: a decimal number (no NaN or Inf),
 /// in seconds.
 #[inline]
 pub(crate) fn parse_decimal(token: &str) -> Option<f64> {
-    if is_decimal(token.as_bytes()) {
+    if starts_decimal(token.as_bytes()) {
         token.parse().ok().filter(|value: &f64| value.is_finite())
     } else {
         None
@@ -52,6 +67,7 @@ pub(crate) fn parse_millis(token: &str) -> Option<i64> {
 }
 
 /// `[+-]? (digits [. digits*] | . digits) ([eE] [+-]? digits)?`
+#[cfg(test)]
 fn is_decimal(bytes: &[u8]) -> bool {
     let mut index = 0;
     if matches!(bytes.first(), Some(b'+' | b'-')) {
@@ -148,6 +164,75 @@ mod tests {
         ] {
             assert_eq!(parse_value(bad), None, "{bad:?}");
         }
+    }
+
+    /// Every token of up to five bytes from an alphabet of digits, signs, `.`, `e`/`E` and the
+    /// letters of `inf`/`nan`/hex, plus longer spelled-out cases: `parse_value` accepts exactly
+    /// the grammar written out (`is_decimal` or a special), and a decimal's value is the
+    /// standard library's.
+    #[test]
+    fn values_are_accepted_exactly_by_the_grammar() {
+        let alphabet: &[u8] = b"09.eE+-inafx_ ";
+        let mut tokens: Vec<String> = [
+            "1e400",
+            "-1e400",
+            "1e-400",
+            "1.e5",
+            "+.5e-3",
+            "-.e1",
+            "9007199254740993",
+            "1E+06",
+            "0.30000000000000004",
+            "Infinity",
+            "+INF",
+            "-nan",
+            "+NaN",
+            "infinityx",
+            "1e+",
+            "e5",
+        ]
+        .iter()
+        .map(|token| token.to_string())
+        .collect();
+        let mut frontier = vec![String::new()];
+        for _ in 0..5 {
+            let mut next = Vec::new();
+            for prefix in &frontier {
+                for &byte in alphabet {
+                    let mut token = prefix.clone();
+                    token.push(byte as char);
+                    next.push(token);
+                }
+            }
+            tokens.extend(next.iter().cloned());
+            frontier = next;
+        }
+        let mut accepted = 0;
+        for token in &tokens {
+            let bytes = token.as_bytes();
+            let grammar = if is_decimal(bytes) {
+                token.parse::<f64>().ok().filter(|value| value.is_finite())
+            } else {
+                special(bytes)
+            };
+            let parsed = parse_value(token);
+            assert_eq!(parsed.map(f64::to_bits), grammar.map(f64::to_bits), "{token:?}");
+            let timestamp = is_decimal(bytes)
+                .then(|| token.parse::<f64>().ok().filter(|value| value.is_finite()))
+                .flatten();
+            assert_eq!(
+                parse_decimal(token).map(f64::to_bits),
+                timestamp.map(f64::to_bits),
+                "{token:?}"
+            );
+            accepted += usize::from(parsed.is_some());
+        }
+        // Not vacuous: over half a million tokens, several hundred of them numbers.
+        assert!(
+            tokens.len() > 500_000 && accepted > 500,
+            "{} tokens, {accepted} accepted",
+            tokens.len()
+        );
     }
 
     #[test]

@@ -51,6 +51,9 @@ pub(crate) struct SampleLine<'a> {
     pub(crate) exemplar: Option<Exemplar>,
     /// Byte offset of the name (for diagnostics).
     pub(crate) name_at: usize,
+    /// The series as the line spells it: from the name (or the `{` of a label set that names
+    /// it) to the end of the label set.
+    pub(crate) series: &'a str,
     /// A deviation the line's grammar tolerates but the specification does not (text 0.0.4
     /// labels separated by blanks instead of a comma, as Prometheus's parser accepts).
     pub(crate) tolerated: Option<ParseError>,
@@ -382,6 +385,7 @@ impl<'a> LineReader<'a> {
             start: label_start,
             end: labels.len() as u32,
         };
+        let series = self.text[name_at..self.pos].trim_end_matches([' ', '\t']);
         let Some(name) = name else {
             return Err(self.error(name_at, Rule::Syntax, "sample has no metric name".to_string()));
         };
@@ -467,6 +471,7 @@ impl<'a> LineReader<'a> {
             timestamp,
             exemplar,
             name_at,
+            series,
             tolerated: self.tolerated.take(),
         })
     }

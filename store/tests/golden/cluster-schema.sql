@@ -146,7 +146,7 @@ ALTER TABLE epicenter.series_local ON CLUSTER 'main' MODIFY TTL toDateTime(last_
 
 ALTER TABLE epicenter.scrapes_local ON CLUSTER 'main' MODIFY TTL toDateTime(time) + toIntervalSecond(2592000) SETTINGS materialize_ttl_after_modify = 0;
 
-ALTER TABLE epicenter.sample_values_local ON CLUSTER 'main' MODIFY SETTING replicated_deduplication_window = 10000;
+ALTER TABLE epicenter.sample_values_local ON CLUSTER 'main' MODIFY SETTING replicated_deduplication_window = 10000, merge_selector_base = 10, min_parts_to_merge_at_once = 10;
 
 ALTER TABLE epicenter.series_local ON CLUSTER 'main' MODIFY SETTING replicated_deduplication_window = 10000;
 
