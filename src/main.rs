@@ -134,8 +134,9 @@ enum Command {
 }
 
 /// Rust's allocations go through mimalloc: a scrape allocates and frees its body, parse and
-/// rows every second per target, and glibc's malloc spent about 6 % of `epicenter run`'s CPU
-/// on that (BENCHMARKS.md). The embedded ClickHouse engine keeps its own allocator.
+/// rows every second per target, and glibc's malloc and free were about 6 % of `epicenter
+/// run`'s CPU at 100,000 samples per second (`perf`, 2026-12-05; docs/schema.md, Cost). The
+/// embedded ClickHouse engine keeps its own allocator.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -1956,6 +1956,15 @@ mod tests {
             .collect()
     }
 
+    /// Three backends and two Redis nodes: (name, datacenter, host, service).
+    const FIVE: [(&str, &str, &str, &str); 5] = [
+        ("b1", "dc-1", "h1", "backend"),
+        ("b2", "dc-2", "h2", "backend"),
+        ("b3", "dc-3", "h3", "backend"),
+        ("r1", "dc-1", "h4", "redis"),
+        ("r2", "dc-2", "h5", "redis"),
+    ];
+
     fn detector() -> Detector {
         let mut detector = Detector::new(
             Vec::new(),
@@ -1967,13 +1976,7 @@ mod tests {
             10_000,
             Settings::default(),
         );
-        for (name, dc, host, service) in [
-            ("b1", "dc-1", "h1", "backend"),
-            ("b2", "dc-2", "h2", "backend"),
-            ("b3", "dc-3", "h3", "backend"),
-            ("r1", "dc-1", "h4", "redis"),
-            ("r2", "dc-2", "h5", "redis"),
-        ] {
+        for (name, dc, host, service) in FIVE {
             detector.observe(0, &info(name, dc, host, service), Vec::new());
         }
         detector
@@ -2011,13 +2014,7 @@ mod tests {
         let mut opened = Vec::new();
         for round in 0..50_i64 {
             let time_ms = round * 10_000;
-            for (name, dc, host, service) in [
-                ("b1", "dc-1", "h1", "backend"),
-                ("b2", "dc-2", "h2", "backend"),
-                ("b3", "dc-3", "h3", "backend"),
-                ("r1", "dc-1", "h4", "redis"),
-                ("r2", "dc-2", "h5", "redis"),
-            ] {
+            for (name, dc, host, service) in FIVE {
                 let mut samples = vec![(series("up", &[("instance", name)]), 1.0)];
                 if service == "backend" {
                     let calls = 100.0 * round as f64;

@@ -207,6 +207,12 @@ impl ClickHouseStore {
         {
             execute(statement).await?;
         }
+        if let Err(error) = execute(schema::merge_settings(&self.database, cluster)).await {
+            tracing::warn!(
+                error = %error,
+                "the server refused sample_values' merge settings (ClickHouse before 24.11 does not know merge_selector_base and min_parts_to_merge_at_once): it merges with the server's defaults, at some more CPU per sample (docs/schema.md, Merges)"
+            );
+        }
         let (query, expected) = schema::samples_engine_check(&self.database, cluster);
         let engine = self.query(&query, "TabSeparated").await?;
         let engine = String::from_utf8_lossy(&engine).trim().to_string();

@@ -97,6 +97,12 @@ impl EmbeddedStore {
                 "migrating the schema (docs/schema.md: a schema-2 copy left unfinished is finished by hand)",
             )?;
         }
+        if let Err(error) = run(
+            &schema::merge_settings(&self.database, None),
+            "setting how sample_values merges",
+        ) {
+            tracing::warn!(%error, "sample_values merges with the engine's defaults (docs/schema.md, Merges)");
+        }
         let (query, expected) = schema::samples_engine_check(&self.database, None);
         let engine = run(&query, "reading the schema")?;
         let engine = String::from_utf8_lossy(&engine).trim().to_string();

@@ -58,16 +58,6 @@ const SAMPLE_VALUES_TABLE: TableSpec = TableSpec {
     sharding_key: "series_id",
 };
 
-/// How `sample_values` merges, set at every start (so stores made before it get it too):
-/// a merge waits for ten parts of about one size where ClickHouse's defaults merge two or more
-/// (`min_parts_to_merge_at_once`) and aim at five (`merge_selector_base`, the Simple merge
-/// selector's write amplification: each sample is rewritten about log10 instead of log5 of the
-/// parts a partition grows to). A collector writes a part every few seconds, and merging was
-/// about a third of the embedded engine's CPU: with these, `epicenter run` used about a tenth
-/// less CPU at 100,000 samples per second (scripts/bench, 2026-12-05), for at most about ten
-/// parts more per partition and size for queries to read.
-const SAMPLE_VALUES_MERGES: &str = ", merge_selector_base = 10, min_parts_to_merge_at_once = 10";
-
 /// `series`: one row per series (written with its first sample, then again an hour of sample
 /// time after the last one, and after each restart: `rows::SERIES_REFRESH_MS`); the merges
 /// keep one row per `(metric, series_id)` with the least `first_seen`, the greatest
@@ -317,13 +307,8 @@ pub fn statements_for(database: &str, retention: Duration, cluster: Option<&str>
     // replayed after a crash is stored once. Replicated tables keep such a window by default
     // (in Keeper); it is widened to the same size.
     for table in ["sample_values", "series", "scrapes"] {
-        let merges = if table == "sample_values" {
-            SAMPLE_VALUES_MERGES
-        } else {
-            ""
-        };
         statements.push(format!(
-            "ALTER TABLE {}{on} MODIFY SETTING {dedup_setting} = {DEDUPLICATION_WINDOW}{merges}",
+            "ALTER TABLE {}{on} MODIFY SETTING {dedup_setting} = {DEDUPLICATION_WINDOW}",
             local(table)
         ));
     }
@@ -377,6 +362,35 @@ pub fn migration(database: &str, retention: Duration, cluster: Option<&str>, upg
         statements.extend(copy_from_wide_samples(database));
     }
     statements
+}
+
+/// The statement that sets how `sample_values` merges; both backends run it after the
+/// migration ([`migration`]), at every start of a single server or embedded store, so stores
+/// made before it get it too (on a cluster, with the rest of the DDL: only while the schema is
+/// not current).
+///
+/// A collector writes a part every few seconds, and ClickHouse's background merges rewrite
+/// every sample into larger parts, level by level; with the defaults (Simple merge selector,
+/// `merge_selector_base = 5`, merges from two parts) merging was about a third of the
+/// embedded engine's CPU on the ingest bench. Here a merge waits for ten parts of about one
+/// size (`min_parts_to_merge_at_once`, `merge_selector_base`): a sample is rewritten about
+/// log10 rather than log5 times of the parts a day's partition grows to, for up to nine parts
+/// more waiting at each size level. `min_age_to_force_merge_seconds` merges what is left once
+/// every part of a range is an hour old, so a closed day's partition does not keep its
+/// leftovers. ClickHouse servers before 24.11 know neither of the first two settings and
+/// refuse the statement: the backends log that and go on, the table merging with the
+/// server's defaults (docs/schema.md, Merges).
+pub fn merge_settings(database: &str, cluster: Option<&str>) -> String {
+    let (table, on) = match cluster {
+        Some(cluster) => (
+            format!("{database}.sample_values_local"),
+            format!(" ON CLUSTER '{cluster}'"),
+        ),
+        None => (format!("{database}.sample_values"), String::new()),
+    };
+    format!(
+        "ALTER TABLE {table}{on} MODIFY SETTING merge_selector_base = 10, min_parts_to_merge_at_once = 10, min_age_to_force_merge_seconds = 3600"
+    )
 }
 
 /// A query answering `database`'s `samples` engine, and the engine schema 3 has there (`View`

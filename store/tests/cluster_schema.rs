@@ -14,13 +14,17 @@ use std::path::Path;
 use std::time::Duration;
 
 use epicenter_store::embedded::EmbeddedStore;
-use epicenter_store::schema::{is_cluster_name, statements, statements_for, upgrade_from_wide_samples};
+use epicenter_store::schema::{is_cluster_name, merge_settings, statements, statements_for, upgrade_from_wide_samples};
 
 /// 30 days, the default retention.
 const RETENTION: Duration = Duration::from_secs(30 * 86_400);
 
+/// The cluster's DDL as the server sink sends it to a new store: the migration, then the
+/// merge settings of `sample_values`.
 fn cluster_ddl() -> Vec<String> {
-    statements_for("epicenter", RETENTION, Some("main"))
+    let mut statements = statements_for("epicenter", RETENTION, Some("main"));
+    statements.push(merge_settings("epicenter", Some("main")));
+    statements
 }
 
 #[test]

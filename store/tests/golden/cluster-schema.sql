@@ -146,7 +146,7 @@ ALTER TABLE epicenter.series_local ON CLUSTER 'main' MODIFY TTL toDateTime(last_
 
 ALTER TABLE epicenter.scrapes_local ON CLUSTER 'main' MODIFY TTL toDateTime(time) + toIntervalSecond(2592000) SETTINGS materialize_ttl_after_modify = 0;
 
-ALTER TABLE epicenter.sample_values_local ON CLUSTER 'main' MODIFY SETTING replicated_deduplication_window = 10000, merge_selector_base = 10, min_parts_to_merge_at_once = 10;
+ALTER TABLE epicenter.sample_values_local ON CLUSTER 'main' MODIFY SETTING replicated_deduplication_window = 10000;
 
 ALTER TABLE epicenter.series_local ON CLUSTER 'main' MODIFY SETTING replicated_deduplication_window = 10000;
 
@@ -167,3 +167,5 @@ CREATE OR REPLACE FUNCTION epicenterHistogramQuantile ON CLUSTER 'main' AS (q, b
 
 INSERT INTO epicenter.schema_version (version)
              SELECT 3 WHERE 3 NOT IN (SELECT version FROM epicenter.schema_version);
+
+ALTER TABLE epicenter.sample_values_local ON CLUSTER 'main' MODIFY SETTING merge_selector_base = 10, min_parts_to_merge_at_once = 10, min_age_to_force_merge_seconds = 3600;
