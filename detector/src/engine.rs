@@ -582,14 +582,8 @@ impl Detector {
     /// the series' id.
     pub fn observe_series(&mut self, time_ms: i64, instance: &InstanceInfo, samples: &[(Arc<Series>, f64)], own: bool) {
         self.place(time_ms, instance, own);
-        if !self.series_feeds.contains_key(&instance.name) {
-            self.series_feeds.insert(instance.name.clone(), FxHashMap::default());
-        }
-        let mut by_series = self
-            .series_feeds
-            .get_mut(&instance.name)
-            .map(std::mem::take)
-            .unwrap_or_default();
+        // Taken out while `feeds` borrows the detector, put back after.
+        let mut by_series = self.series_feeds.remove(&instance.name).unwrap_or_default();
         let mut key = String::new();
         for (series, value) in samples {
             let feeds = match by_series.entry(series.id) {
@@ -604,9 +598,7 @@ impl Detector {
                 self.signals[index].take(time_ms, part, *value);
             }
         }
-        if let Some(slot) = self.series_feeds.get_mut(&instance.name) {
-            *slot = by_series;
-        }
+        self.series_feeds.insert(instance.name.clone(), by_series);
     }
 
     fn take<'a, L: std::borrow::Borrow<BTreeMap<String, String>>>(
