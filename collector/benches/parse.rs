@@ -28,7 +28,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, SamplingMode, Throughput};
-use epicenter_collector::exposition::{parse, Exposition, FormatChoice, MetricType, ParseOptions, Validation};
+use epicenter_collector::exposition::{
+    parse, parse_deferring_labels, Exposition, FormatChoice, MetricType, ParseOptions, Validation,
+};
 
 /// Size of the generated body: generation stops adding families once it is reached.
 const TARGET_BYTES: usize = 10 * 1024 * 1024;
@@ -1005,6 +1007,15 @@ fn parse_epicenter(body: &str) -> Exposition<'_> {
     }
 }
 
+/// epicenter as its scrape parses: labels of text samples deferred until a series is new to
+/// the scrape cache ([`parse_deferring_labels`]), like `textparse`'s `Next` + `Series`.
+fn parse_epicenter_deferred(body: &str) -> Exposition<'_> {
+    match parse_deferring_labels(body.as_bytes(), OPTIONS) {
+        Ok(exposition) => exposition,
+        Err(error) => panic!("epicenter (labels deferred) failed to parse the body: {error}"),
+    }
+}
+
 /// `prometheus-parse` 0.2: its only entry point takes an iterator of owned `io::Result<String>`
 /// lines, so the per-line `to_owned` is part of what using the crate costs.
 fn parse_prometheus_parse(body: &str) -> prometheus_parse::Scrape {
@@ -1239,6 +1250,14 @@ fn time_bodies(list: &std::ffi::OsStr) {
             );
         };
         report("epicenter", best_per_call(|| parse_epicenter(&body)));
+        let deferred = parse_epicenter_deferred(&body);
+        assert_eq!(
+            deferred.sample_count(),
+            samples,
+            "{name}: the deferred parse counts other samples"
+        );
+        drop(deferred);
+        report("epicenter-scrape", best_per_call(|| parse_epicenter_deferred(&body)));
         if !only_epicenter {
             report("prometheus-parse", best_per_call(|| parse_prometheus_parse(&body)));
         }

@@ -8,7 +8,7 @@
 //! let family = &exposition.families[0];
 //! assert_eq!(family.metric_type, MetricType::Gauge);
 //! let sample = &exposition.samples_of(family)[0];
-//! assert_eq!(exposition.label_value(sample, "addr"), Some("redis-7:6379"));
+//! assert_eq!(exposition.label_value(sample, "addr").as_deref(), Some("redis-7:6379"));
 //! assert_eq!(sample.value, 48.0);
 //! ```
 //!
@@ -87,6 +87,26 @@ pub struct ParseOptions {
 /// broken; no input makes this function panic. Under [`Validation::Prometheus`] tolerated
 /// violations are returned in [`Exposition::warnings`].
 pub fn parse(body: &[u8], options: ParseOptions) -> Result<Exposition<'_>, ParseError> {
+    parse_with(body, options, false)
+}
+
+/// [`parse`] for a scrape: text 0.0.4 samples of families whose rules do not read labels
+/// (every type but histogram and summary) keep their label sets unread
+/// ([`Sample::labels_deferred`]). Every byte is still checked and the body is accepted or
+/// refused as [`parse`] would, with one difference: a label name repeated within a deferred
+/// label set is reported only when [`Exposition::labels_of`] reads it. This is how
+/// Prometheus's scrape loop parses (its `textparse` yields each series' bytes and builds
+/// labels only for a series missing from the scrape cache); a scrape keyed on
+/// [`Sample::series`] reads labels only for new series. OpenMetrics bodies are read eagerly
+/// (its family rules read every sample's labels).
+///
+/// # Errors
+/// As [`parse`].
+pub fn parse_deferring_labels(body: &[u8], options: ParseOptions) -> Result<Exposition<'_>, ParseError> {
+    parse_with(body, options, true)
+}
+
+fn parse_with(body: &[u8], options: ParseOptions, defer_labels: bool) -> Result<Exposition<'_>, ParseError> {
     let text = match std::str::from_utf8(body) {
         Ok(text) => text,
         Err(error) => return Err(utf8_error(body, error.valid_up_to())),
@@ -101,11 +121,11 @@ pub fn parse(body: &[u8], options: ParseOptions) -> Result<Exposition<'_>, Parse
         });
     }
     match options.format {
-        FormatChoice::Text => parse_as(text, Format::Text, options.validation, false),
-        FormatChoice::OpenMetrics => parse_as(text, Format::OpenMetrics, options.validation, false),
+        FormatChoice::Text => parse_as(text, Format::Text, options.validation, false, defer_labels),
+        FormatChoice::OpenMetrics => parse_as(text, Format::OpenMetrics, options.validation, false, defer_labels),
         FormatChoice::Auto => {
             if sniff(text) == Format::Text {
-                let text_error = match parse_as(text, Format::Text, options.validation, false) {
+                let text_error = match parse_as(text, Format::Text, options.validation, false, defer_labels) {
                     Ok(exposition) => return Ok(exposition),
                     Err(error) => error,
                 };
@@ -114,7 +134,7 @@ pub fn parse(body: &[u8], options: ParseOptions) -> Result<Exposition<'_>, Parse
                 if !text.contains(" # {") {
                     return Err(text_error);
                 }
-                return match parse_as(text, Format::OpenMetrics, options.validation, true) {
+                return match parse_as(text, Format::OpenMetrics, options.validation, true, defer_labels) {
                     Ok(mut exposition) => {
                         exposition.warnings.insert(
                             0,
@@ -133,7 +153,7 @@ pub fn parse(body: &[u8], options: ParseOptions) -> Result<Exposition<'_>, Parse
                     Err(_) => Err(text_error),
                 };
             }
-            match parse_as(text, Format::OpenMetrics, options.validation, false) {
+            match parse_as(text, Format::OpenMetrics, options.validation, false, defer_labels) {
                 Ok(exposition)
                     if !exposition
                         .warnings
@@ -146,7 +166,7 @@ pub fn parse(body: &[u8], options: ParseOptions) -> Result<Exposition<'_>, Parse
                 Ok(exposition) => {
                     // A text 0.0.4 body with `# EOF` appended reads as OpenMetrics only with
                     // warnings (counter samples named like their family); prefer a clean text read.
-                    match parse_as(text, Format::Text, options.validation, false) {
+                    match parse_as(text, Format::Text, options.validation, false, defer_labels) {
                         Ok(mut text_exposition) if text_exposition.warnings.is_empty() => {
                             let first = &exposition.warnings[0];
                             text_exposition.warnings.push(ParseError {
@@ -177,7 +197,7 @@ pub fn parse(body: &[u8], options: ParseOptions) -> Result<Exposition<'_>, Parse
                             | Rule::ClashingName
                     ) =>
                 {
-                    match parse_as(text, Format::Text, options.validation, false) {
+                    match parse_as(text, Format::Text, options.validation, false, defer_labels) {
                         Ok(mut exposition) => {
                             exposition.warnings.insert(
                                 0,
@@ -220,8 +240,11 @@ fn parse_as(
     format: Format,
     validation: Validation,
     allow_missing_eof: bool,
+    defer_labels: bool,
 ) -> Result<Exposition<'_>, ParseError> {
-    assemble::Assembler::new(format, validation, text.len(), allow_missing_eof).run(text)
+    assemble::Assembler::new(format, validation, text.len(), allow_missing_eof)
+        .defer_labels(defer_labels)
+        .run(text)
 }
 
 fn utf8_error(body: &[u8], valid_up_to: usize) -> ParseError {
@@ -490,7 +513,7 @@ mod tests {
         assert_eq!(family.name, "my.metric");
         assert_eq!(family.metric_type, MetricType::Gauge);
         let samples = exposition.samples_of(family);
-        assert_eq!(exposition.label_value(&samples[0], "dc.name"), Some("eu-1"));
+        assert_eq!(exposition.label_value(&samples[0], "dc.name").as_deref(), Some("eu-1"));
         assert_eq!(samples[1].value, 3.0);
         assert_eq!(text("my.metric 1\n").unwrap_err().rule, Rule::Syntax);
         assert_eq!(text("{\"a\",\"b\"} 1\n").unwrap_err().rule, Rule::Syntax);
@@ -546,5 +569,156 @@ mod tests {
         let second = text(&text_rendered).unwrap();
         assert_eq!(second.sample_count(), first.sample_count());
         assert_eq!(second.samples[4].timestamp_ms(), Some(1_700_000_000_500));
+    }
+
+    fn deferred(body: &str) -> Result<Exposition<'_>, ParseError> {
+        parse_deferring_labels(
+            body.as_bytes(),
+            ParseOptions {
+                format: FormatChoice::Text,
+                validation: Validation::Prometheus,
+            },
+        )
+    }
+
+    fn pairs(labels: &[Label<'_>]) -> Vec<(String, String)> {
+        labels
+            .iter()
+            .map(|label| (label.name.to_string(), label.value.to_string()))
+            .collect()
+    }
+
+    /// The scrape's parse leaves plain label sets unread and gives them back on demand, the
+    /// same as the eager parse, whichever path (the skim, or the full reader for blanks,
+    /// escapes, a trailing comma, quoted names) the set took.
+    #[test]
+    fn deferred_labels_read_back_as_the_eager_parse_reads_them() {
+        let body = concat!(
+            "# TYPE g gauge\n",
+            "g{a=\"1\",b=\"two\"} 1\n",
+            "g{a=\"1\",b=\"esc\\\"aped\\\\\\n\"} 2\n",
+            "g { a = \"1\" , b=\"blank\" , } 3\n",
+            "g{a=\"1\",b=\"trailing\",} 4\n",
+            "g{} 5\n",
+            "g 6\n",
+            "g{a=\"1\" b=\"no comma\"} 7\n",
+            "{\"g\",a=\"1\",b=\"quoted name\"} 8\n",
+            "g{\"dc.name\"=\"x\",b=\"quoted label\"} 9\n",
+            "g{a=\"a long value that the skim hands to memchr2 after sixteen bytes\",b=\"x\"} 10\n",
+        );
+        let eager = parse(body.as_bytes(), ParseOptions::default()).unwrap();
+        let lazy = deferred(body).unwrap();
+        assert_eq!(lazy.sample_count(), 10);
+        let deferred_lines: Vec<u32> = lazy
+            .samples
+            .iter()
+            .filter(|sample| sample.labels_deferred)
+            .map(|sample| sample.line)
+            .collect();
+        // Every set behind an unquoted name; not `g 6` (no set) nor the quoted name.
+        assert_eq!(deferred_lines, vec![2, 3, 4, 5, 6, 8, 10, 11]);
+        for (eager_sample, lazy_sample) in eager.samples.iter().zip(&lazy.samples) {
+            assert!(
+                lazy_sample.labels_deferred || !lazy.labels_in(lazy_sample.labels).is_empty() || lazy_sample.line == 7
+            );
+            assert_eq!(
+                pairs(&lazy.labels_of(lazy_sample).unwrap()),
+                pairs(eager.labels_in(eager_sample.labels)),
+                "line {}",
+                lazy_sample.line
+            );
+            assert_eq!(lazy_sample.series, eager_sample.series);
+        }
+        assert_eq!(
+            lazy.label_value(&lazy.samples[1], "b").as_deref(),
+            Some("esc\"aped\\\n")
+        );
+        // The blank separator is tolerated with the same warning.
+        assert_eq!(eager.warnings.len(), 1);
+        assert_eq!(lazy.warnings.len(), 1);
+        assert_eq!(lazy.warnings[0].rule, Rule::LabelSeparator);
+    }
+
+    /// A repeated label name in a deferred set is found when the labels are read, naming the
+    /// line; the rest of the body is read; what the eager parse refuses, the deferred refuses.
+    #[test]
+    fn deferred_labels_find_a_repeated_name_when_read() {
+        let body = "# TYPE g gauge\ng{a=\"1\"} 1\ng{a=\"1\",b=\"2\",a=\"3\"} 2\ng{a=\"2\"} 3\n";
+        assert_eq!(
+            parse(body.as_bytes(), ParseOptions::default()).unwrap_err().rule,
+            Rule::DuplicateLabel
+        );
+        let lazy = deferred(body).unwrap();
+        assert!(lazy.labels_of(&lazy.samples[0]).is_ok());
+        let error = lazy.labels_of(&lazy.samples[1]).unwrap_err();
+        assert_eq!((error.line, error.rule), (3, Rule::DuplicateLabel));
+        assert!(error.message.contains("'a'"), "{error}");
+        assert!(lazy.label_map(&lazy.samples[1]).is_empty());
+        // Errors that are not about repeated names stay errors of the parse.
+        for (bad, rule) in [
+            ("# TYPE g gauge\ng{a=\"1\",__name__=\"x\"} 1\n", Rule::DuplicateLabel),
+            ("# TYPE g gauge\ng{a=\"1\"=} 1\n", Rule::Syntax),
+            ("# TYPE g gauge\ng{a=\"1} 1\n", Rule::Syntax),
+            ("# TYPE g gauge\ng{a=1} 1\n", Rule::Syntax),
+            ("# TYPE g gauge\ng{a=\"1\"} x\n", Rule::Syntax),
+        ] {
+            let eager = parse(bad.as_bytes(), ParseOptions::default()).unwrap_err();
+            let lazy = deferred(bad).unwrap_err();
+            assert_eq!(
+                (lazy.line, lazy.column, lazy.rule),
+                (eager.line, eager.column, rule),
+                "{bad:?}"
+            );
+        }
+    }
+
+    /// Histogram and summary samples are deferred too; what the family rules make an error
+    /// under Prometheus validation still is, read from the `le` and `quantile` the scan kept;
+    /// a family typed after its samples is judged in full.
+    #[test]
+    fn deferred_histograms_keep_their_errors() {
+        let good = "# TYPE h histogram\nh_bucket{x=\"1\",le=\"0.5\"} 1\nh_bucket{x=\"1\",le=\"+Inf\"} 2\nh_count{x=\"1\"} 2\nh_sum{x=\"1\"} 1\n# TYPE s summary\ns{quantile=\"0.5\"} 1\ns_count 1\ns_sum 1\n";
+        let lazy = deferred(good).unwrap();
+        assert!(lazy.warnings.is_empty());
+        assert!(lazy
+            .samples
+            .iter()
+            .filter(|sample| sample.series.contains('{'))
+            .all(|sample| sample.labels_deferred));
+        assert_eq!(lazy.label_value(&lazy.samples[1], "le").as_deref(), Some("+Inf"));
+        for bad in [
+            "# TYPE h histogram\nh_bucket{x=\"1\"} 1\n",
+            "# TYPE h histogram\nh_bucket{x=\"1\",le=\"high\"} 1\n",
+            "# TYPE h histogram\nh_bucket{x=\"1\",le=\"NaN\"} 1\n",
+            "# TYPE s summary\ns{quantile=\"median\"} 1\n",
+            "# TYPE h histogram\nh_bucket{x=\"1\", le=\"high\"} 1\n",
+            "s{quantile=\"median\"} 1\n# TYPE s summary\n",
+        ] {
+            let eager = parse(bad.as_bytes(), ParseOptions::default()).unwrap_err();
+            let lazy = deferred(bad).unwrap_err();
+            assert_eq!((lazy.line, lazy.rule), (eager.line, Rule::TypeLabel), "{bad:?}");
+            assert_eq!(lazy.message, eager.message);
+        }
+        // Warnings only: the eager parse warns about the bucket order, the deferred skips it.
+        let unordered = "# TYPE h histogram\nh_bucket{le=\"+Inf\"} 2\nh_bucket{le=\"0.5\"} 1\nh_count 2\nh_sum 1\n";
+        assert!(!parse(unordered.as_bytes(), ParseOptions::default())
+            .unwrap()
+            .warnings
+            .is_empty());
+        assert!(deferred(unordered).unwrap().warnings.is_empty());
+        // Strict validation and OpenMetrics read eagerly.
+        let strict = ParseOptions {
+            format: FormatChoice::Text,
+            validation: Validation::Strict,
+        };
+        assert!(parse_deferring_labels(good.as_bytes(), strict)
+            .unwrap()
+            .samples
+            .iter()
+            .all(|sample| !sample.labels_deferred));
+        let openmetrics = "# TYPE g gauge\ng{a=\"1\"} 1\n# EOF\n";
+        let read = parse_deferring_labels(openmetrics.as_bytes(), ParseOptions::default()).unwrap();
+        assert_eq!(read.format, Format::OpenMetrics);
+        assert!(!read.samples[0].labels_deferred);
     }
 }

@@ -29,7 +29,7 @@ use epicenter_store::rows::{Labels, Placement, SampleRow, ScrapeOutcome, ScrapeR
 
 use crate::client::{describe_request_error, http_client};
 use crate::config::Job;
-use crate::exposition::{parse, FormatChoice, ParseOptions, Validation};
+use crate::exposition::{parse_deferring_labels, FormatChoice, ParseOptions, Validation};
 use crate::relabel::process;
 use crate::targets::Target;
 
@@ -345,7 +345,7 @@ impl Scraper {
             FxHashMap::with_capacity_and_hasher(state.previous_series.len(), Default::default());
         let result = body.and_then(|(content_type, body)| {
             let format = FormatChoice::from_content_type(content_type.as_deref());
-            let exposition = parse(
+            let exposition = parse_deferring_labels(
                 &body,
                 ParseOptions {
                     format,
@@ -377,11 +377,19 @@ impl Scraper {
                         entry.series.clone()
                     }
                     None => {
-                        let labels: Labels = exposition
-                            .labels_in(sample.labels)
-                            .iter()
-                            .map(|label| (label.name.to_string(), label.value.to_string()))
-                            .collect();
+                        // A series new to the cache: its labels are read now (the parse
+                        // deferred them). A label name given twice fails the scrape, as the
+                        // whole body failing to parse would: nothing of it is kept.
+                        let labels: Labels = match exposition.labels_of(sample) {
+                            Ok(labels) => labels
+                                .iter()
+                                .map(|label| (label.name.to_string(), label.value.to_string()))
+                                .collect(),
+                            Err(error) => {
+                                samples_scraped = 0;
+                                return Err(ScrapeError::Parse(error.to_string()));
+                            }
+                        };
                         let series = series_for(&sample.name, labels, target, job, context, nodename).map(Arc::new);
                         state.cache.insert(
                             key,
@@ -785,10 +793,8 @@ fn uname_nodename(exposition: &crate::exposition::Exposition<'_>) -> Option<Stri
         return None;
     };
     exposition
-        .labels_in(sample.labels)
-        .iter()
-        .find(|label| label.name == "nodename")
-        .map(|label| label.value.to_string())
+        .label_value(sample, "nodename")
+        .map(String::from)
         .filter(|name| !name.is_empty())
 }
 

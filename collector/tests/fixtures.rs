@@ -175,7 +175,7 @@ fn a_few_exact_values_from_real_captures() {
     let exposition = parse(&body, ParseOptions::default()).unwrap();
     let pending = exposition.family("hikaricp_connections_pending").unwrap();
     let sample = &exposition.samples_of(pending)[0];
-    assert_eq!(exposition.label_value(sample, "pool"), Some("HikariPool-1"));
+    assert_eq!(exposition.label_value(sample, "pool").as_deref(), Some("HikariPool-1"));
 
     // OpenMetrics spec example: counter family without `_total`, `_created` sample, unit.
     let body = read("openmetrics/om-spec-complete-exposition.prom");
@@ -206,7 +206,7 @@ fn a_few_exact_values_from_real_captures() {
     let bucket = exposition
         .samples_of(histogram)
         .iter()
-        .find(|sample| exposition.label_value(sample, "le") == Some("-0.0002899999999999998"))
+        .find(|sample| exposition.label_value(sample, "le").as_deref() == Some("-0.0002899999999999998"))
         .unwrap();
     assert_eq!(bucket.value, 3.0);
     let exemplar = bucket.exemplar.unwrap();

@@ -18,7 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use epicenter_collector::exposition::{
-    parse, render, Exposition, Format, FormatChoice, LabelRange, MetricType, ParseError, ParseOptions, Validation,
+    parse, parse_deferring_labels, render, Exposition, Format, FormatChoice, LabelRange, MetricType, ParseError,
+    ParseOptions, Rule, Sample, Validation,
 };
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -101,6 +102,65 @@ fn parse_every_way(body: &[u8]) -> Result<(), TestCaseError> {
     }
     for format in [Format::Text, Format::OpenMetrics] {
         check_validations_agree(body, format)?;
+    }
+    check_deferred_agrees(body)?;
+    Ok(())
+}
+
+/// `parse_deferring_labels` (the scrape's parse) reads `body` as `parse` does under
+/// Prometheus validation, text and auto format: the same samples with the same labels (read
+/// through `labels_of`), the same series spellings and lines, warnings a subset of the eager
+/// ones (it skips the histogram and summary rules that only warn). Where the eager parse
+/// fails, the deferred one fails too, or accepts a body only because a label name repeats
+/// in a deferred set, which `labels_of` then reports.
+fn check_deferred_agrees(body: &[u8]) -> Result<(), TestCaseError> {
+    for format in [FormatChoice::Text, FormatChoice::Auto] {
+        let options = ParseOptions {
+            format,
+            validation: Validation::Prometheus,
+        };
+        let eager = parse(body, options);
+        let deferred = parse_deferring_labels(body, options);
+        match (&eager, &deferred) {
+            (Ok(eager), Ok(deferred)) => {
+                prop_assert_eq!(eager.format, deferred.format);
+                prop_assert_eq!(
+                    model_of(eager),
+                    model_of(deferred),
+                    "{:?}: deferred labels read differently",
+                    format
+                );
+                let spellings = |exposition: &Exposition<'_>| -> Vec<(String, u32)> {
+                    exposition
+                        .samples
+                        .iter()
+                        .map(|sample| (sample.series.to_string(), sample.line))
+                        .collect()
+                };
+                prop_assert_eq!(spellings(eager), spellings(deferred));
+                let eager_warnings: Vec<String> = eager.warnings.iter().map(ToString::to_string).collect();
+                for warning in &deferred.warnings {
+                    prop_assert!(
+                        eager_warnings.contains(&warning.to_string()),
+                        "{format:?}: deferred parse warns {warning} where the eager one does not"
+                    );
+                }
+            }
+            (Ok(_), Err(error)) => prop_assert!(
+                false,
+                "{format:?}: the deferred parse rejects ({error}) what the eager one accepts"
+            ),
+            (Err(error), Ok(deferred)) => {
+                let repeated = deferred.samples.iter().any(
+                    |sample| matches!(deferred.labels_of(sample), Err(ref found) if found.rule == Rule::DuplicateLabel),
+                );
+                prop_assert!(
+                    repeated,
+                    "{format:?}: the deferred parse accepts what the eager one rejects ({error}), and no deferred label set repeats a name"
+                );
+            }
+            (Err(_), Err(_)) => {}
+        }
     }
     Ok(())
 }
@@ -488,6 +548,17 @@ fn labels_of(exposition: &Exposition<'_>, range: LabelRange) -> Labels {
         .collect()
 }
 
+/// A sample's labels, deferred or not (panics on a deferred set that repeats a name: callers
+/// compare only bodies an eager parse accepted, which have none).
+fn sample_labels(exposition: &Exposition<'_>, sample: &Sample<'_>) -> Labels {
+    exposition
+        .labels_of(sample)
+        .unwrap_or_else(|error| panic!("labels of line {}: {error}", sample.line))
+        .iter()
+        .map(|label| (label.name.to_string(), label.value.to_string()))
+        .collect()
+}
+
 /// The parse result in model form (everything but line numbers and warnings).
 fn model_of(exposition: &Exposition<'_>) -> Vec<ModelFamily> {
     exposition
@@ -503,7 +574,7 @@ fn model_of(exposition: &Exposition<'_>) -> Vec<ModelFamily> {
                 .iter()
                 .map(|sample| ModelSample {
                     name: sample.name.to_string(),
-                    labels: labels_of(exposition, sample.labels),
+                    labels: sample_labels(exposition, sample),
                     value: Num(sample.value),
                     timestamp: sample.timestamp.map(Num),
                     exemplar: sample.exemplar.map(|exemplar| ModelExemplar {
@@ -1622,6 +1693,10 @@ proptest! {
         let parsed = model_of(&first);
         prop_assert_eq!(&parsed, &body.families, "parse differs from the model; body:\n{}", written);
         check_other_options(&written, Format::Text, &parsed)?;
+        // The scrape's parse: labels deferred, read back through `labels_of`.
+        let deferred = parse_deferring_labels(written.as_bytes(), ParseOptions { format: FormatChoice::Text, validation: Validation::Prometheus })
+            .map_err(|error| TestCaseError::fail(format!("deferred parse rejected: {error}\n{written}")))?;
+        prop_assert_eq!(&model_of(&deferred), &parsed, "deferred parse differs from the model; body:\n{}", written);
         let rendered = render(&first, Format::Text);
         let second = strict_parse(&rendered, STRICT_TEXT, "rendered text body")?;
         prop_assert_eq!(model_of(&second), parsed, "render changed the body:\n{}\nrendered:\n{}", written, rendered);

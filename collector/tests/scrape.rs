@@ -82,6 +82,7 @@ async fn exporter() -> String {
             get(|| async { (StatusCode::SERVICE_UNAVAILABLE, "down for maintenance") }),
         )
         .route("/malformed", get(|| async { "ok 1\nbroken{a=\"b\" 2\n" }))
+        .route("/repeated-label", get(|| async { "ok 1\nm{a=\"1\",a=\"2\"} 2\n" }))
         .route("/big", get(|| async { "x 1\n".repeat(300_000) }))
         .route(
             "/bomb",
@@ -320,6 +321,9 @@ async fn failures_mark_the_target_down_with_the_reason() {
             "",
             "invalid body: 2:14: expected ',' or '}' after a label",
         ),
+        // Found when the new series' labels are read (the parse defers them), with the same
+        // line and column as a full parse; nothing of the body is kept.
+        ("/repeated-label", "", "invalid body: 2:9: duplicate label name 'a'"),
         (
             "/big",
             "    body_size_limit: 1MiB\n",

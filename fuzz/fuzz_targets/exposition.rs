@@ -1,12 +1,13 @@
 //! Fuzz target: the exposition parser (`epicenter_collector::exposition::parse`).
 //!
-//! Every input is read in each format (auto, text 0.0.4, OpenMetrics) as a scrape does, and
+//! Every input is read in each format (auto, text 0.0.4, OpenMetrics), eagerly and as a scrape
+//! does (labels deferred, then read back per sample), and
 //! once more strictly as `epicenter check metrics --strict` does. Beyond "never panics", a
 //! parse that succeeds must hold together: family and label ranges inside their vectors, at
 //! most one sample per line, and rendering it back (text, OpenMetrics, JSON) must not panic.
 #![no_main]
 
-use epicenter_collector::exposition::{parse, render, write_json, Exposition, Format, FormatChoice, ParseOptions, Validation};
+use epicenter_collector::exposition::{parse, parse_deferring_labels, render, write_json, Exposition, Format, FormatChoice, ParseOptions, Validation};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|body: &[u8]| {
@@ -18,6 +19,13 @@ fuzz_target!(|body: &[u8]| {
         };
         if let Ok(exposition) = parse(body, options) {
             check_invariants(&exposition, line_count);
+        }
+        // The scrape's parse: label sets deferred and read back one by one.
+        if let Ok(exposition) = parse_deferring_labels(body, options) {
+            check_invariants(&exposition, line_count);
+            for sample in &exposition.samples {
+                let _ = exposition.labels_of(sample);
+            }
         }
     }
     let strict = ParseOptions {

@@ -90,7 +90,7 @@ fn value(body: &str, format: FormatChoice, name: &str, labels: &[(&str, &str)]) 
             sample.name == name
                 && labels
                     .iter()
-                    .all(|(label, wanted)| exposition.label_value(sample, label) == Some(wanted))
+                    .all(|(label, wanted)| exposition.label_value(sample, label).as_deref() == Some(*wanted))
         })
         .map(|sample| sample.value)
 }

@@ -17,9 +17,9 @@ use std::hash::{Hash, Hasher};
 use rustc_hash::{FxHashMap, FxHasher};
 
 use super::error::{show, ParseError, Rule};
-use super::model::{Exposition, Family, Format, Label, MetricType, Sample, Validation};
+use super::model::{Exposition, Family, Format, Label, LabelRange, MetricType, Sample, Validation};
 use super::number::{format_value, parse_value};
-use super::syntax::{error_at, Line, LineReader, SampleLine};
+use super::syntax::{error_at, read_series_labels, Line, LineReader, SampleLine};
 
 /// At most this many warnings are kept; the rest are counted in
 /// [`Exposition::warnings_dropped`].
@@ -35,6 +35,8 @@ struct FamilyState {
     unit_declared: bool,
     sample_count: u32,
     warned_interleaved: bool,
+    /// A `TYPE` line came after some of the family's samples.
+    typed_after_samples: bool,
 }
 
 /// Violations found so far, and whether they are errors or warnings.
@@ -75,6 +77,9 @@ pub(crate) struct Assembler<'a> {
     current: Option<u32>,
     last_sample_family: u32,
     needs_regroup: bool,
+    /// Defer the labels of text 0.0.4 samples whose family rules do not read them
+    /// ([`crate::exposition::parse_deferring_labels`]).
+    defer_labels: bool,
 }
 
 impl<'a> Assembler<'a> {
@@ -98,7 +103,21 @@ impl<'a> Assembler<'a> {
             current: None,
             last_sample_family: 0,
             needs_regroup: false,
+            defer_labels: false,
         }
+    }
+
+    /// Defers the labels of text 0.0.4 samples with unquoted names under
+    /// [`Validation::Prometheus`] (see [`LineReader::defer_labels`]). The family rules then
+    /// run per sample on what the label scan kept (`le`, `quantile`): what is an error under
+    /// that validation (a bucket without a numeric `le`, a non-numeric `quantile`) still is;
+    /// the histogram and summary rules that give warnings only (bucket order, `_count`
+    /// against `+Inf`, negative populations, a missing `quantile`) are not looked for, except
+    /// for a family whose `TYPE` came after its samples, which is judged in full.
+    pub(crate) fn defer_labels(mut self, defer: bool) -> Self {
+        self.defer_labels =
+            defer && self.format == Format::Text && self.diagnostics.validation == Validation::Prometheus;
+        self
     }
 
     /// Parses the whole body.
@@ -129,6 +148,7 @@ impl<'a> Assembler<'a> {
             }
             let parsed = LineReader::new(line, line_no, self.format)
                 .loose(self.allow_missing_eof)
+                .defer_labels(self.defer_labels)
                 .read(&mut self.labels)?;
             match parsed {
                 Line::Blank | Line::Comment => {}
@@ -296,6 +316,7 @@ impl<'a> Assembler<'a> {
             self.diagnostics.violation(error)?;
         }
         self.states[index as usize].type_declared = true;
+        self.states[index as usize].typed_after_samples = self.states[index as usize].sample_count > 0;
         self.families[index as usize].metric_type = metric_type;
         Ok(())
     }
@@ -352,17 +373,84 @@ impl<'a> Assembler<'a> {
             self.needs_regroup = true;
         }
         self.last_sample_family = index;
+        if self.defer_labels {
+            self.check_type_labels(index, &sample, line_no)?;
+        }
         self.states[index as usize].sample_count += 1;
         self.family_of_sample.push(index);
         self.samples.push(Sample {
             name: sample.name,
             series: sample.series,
             labels: sample.labels,
+            labels_deferred: sample.labels_deferred,
             value: sample.value,
             timestamp: sample.timestamp,
             exemplar: sample.exemplar,
             line: line_no,
         });
+        Ok(())
+    }
+
+    /// The errors of [`check_text_family`] that one sample shows, for a body read with
+    /// deferred labels (which skips that function): a histogram bucket needs a numeric `le`,
+    /// a summary sample's `quantile` must be a number. The family rules' violations (warnings
+    /// under [`Validation::Prometheus`], the only validation that defers) are not looked for.
+    fn check_type_labels(&self, family: u32, sample: &SampleLine<'a>, line_no: u32) -> Result<(), ParseError> {
+        let family = &self.families[family as usize];
+        let metric_type = family.metric_type;
+        if !matches!(metric_type, MetricType::Histogram | MetricType::Summary) {
+            return Ok(());
+        }
+        let arena = &self.labels[sample.labels.start as usize..sample.labels.end as usize];
+        // The value of `name`: kept by the label scan when deferred, else in the arena.
+        fn find<'s>(
+            deferred: bool,
+            arena: &'s [Label<'_>],
+            name: &str,
+            kept: &'s Option<Cow<'_, str>>,
+        ) -> Option<&'s str> {
+            if deferred {
+                kept.as_deref()
+            } else {
+                arena
+                    .iter()
+                    .find(|label| label.name == name)
+                    .map(|label| label.value.as_ref())
+            }
+        }
+        let suffix = sample.name.strip_prefix(family.name.as_ref()).unwrap_or("");
+        if metric_type == MetricType::Histogram {
+            if suffix == "_bucket" {
+                let Some(le) = find(sample.labels_deferred, arena, "le", &sample.type_labels.le) else {
+                    return Err(sample_error(
+                        line_no,
+                        Rule::TypeLabel,
+                        format!("histogram bucket '{}' has no 'le' label", show(&sample.name)),
+                    ));
+                };
+                if parse_value(le).is_none_or(f64::is_nan) {
+                    return Err(sample_error(
+                        line_no,
+                        Rule::TypeLabel,
+                        format!("expected a number as value of label 'le', found '{}'", show(le)),
+                    ));
+                }
+            }
+        } else if suffix.is_empty() {
+            match find(sample.labels_deferred, arena, "quantile", &sample.type_labels.quantile) {
+                Some(quantile) if parse_value(quantile).is_none() => {
+                    return Err(sample_error(
+                        line_no,
+                        Rule::TypeLabel,
+                        format!(
+                            "expected a number as value of label 'quantile', found '{}'",
+                            show(quantile)
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+        }
         Ok(())
     }
 
@@ -460,6 +548,9 @@ impl<'a> Assembler<'a> {
     // === whole body ===
 
     fn finish(mut self) -> Result<Exposition<'a>, ParseError> {
+        if self.defer_labels {
+            self.read_retyped_labels()?;
+        }
         if self.needs_regroup {
             self.regroup();
         }
@@ -469,10 +560,13 @@ impl<'a> Assembler<'a> {
             start += state.sample_count;
             family.samples_end = start;
         }
-        for family in &self.families {
+        for (family, state) in self.families.iter().zip(&self.states) {
             let samples = &self.samples[family.samples_start as usize..family.samples_end as usize];
             match self.format {
                 Format::OpenMetrics => check_openmetrics_family(family, samples, &self.labels, &mut self.diagnostics)?,
+                // Checked sample by sample as read (`check_type_labels`), unless the type
+                // came after samples (`read_retyped_labels`).
+                Format::Text if self.defer_labels && !state.typed_after_samples => {}
                 Format::Text => check_text_family(family, samples, &self.labels, &mut self.diagnostics)?,
             }
         }
@@ -494,6 +588,31 @@ impl<'a> Assembler<'a> {
     }
 
     /// Stable counting sort of samples by family, for bodies whose families were interleaved.
+    /// With deferred labels: the samples of a histogram or summary family whose `TYPE` came
+    /// after some of them (a violation) were read under another type; their labels are read
+    /// onto the arena now so that [`check_text_family`] judges the family as an eager parse
+    /// does. Runs before `regroup`, while `family_of_sample` is in sample order.
+    fn read_retyped_labels(&mut self) -> Result<(), ParseError> {
+        for (sample, &family) in self.samples.iter_mut().zip(&self.family_of_sample) {
+            let retyped = self.states[family as usize].typed_after_samples
+                && matches!(
+                    self.families[family as usize].metric_type,
+                    MetricType::Histogram | MetricType::Summary
+                );
+            if !retyped || !sample.labels_deferred {
+                continue;
+            }
+            let start = self.labels.len() as u32;
+            read_series_labels(sample.series, sample.line, &mut self.labels)?;
+            sample.labels = LabelRange {
+                start,
+                end: self.labels.len() as u32,
+            };
+            sample.labels_deferred = false;
+        }
+        Ok(())
+    }
+
     fn regroup(&mut self) {
         let mut next_slot: Vec<u32> = Vec::with_capacity(self.families.len());
         let mut running = 0u32;

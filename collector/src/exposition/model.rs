@@ -163,8 +163,12 @@ pub struct Sample<'a> {
     /// series may be spelled two ways (label order, escapes, a trailing comma). The scrape
     /// cache keys on it, as Prometheus's does on `Parser::Series`.
     pub series: &'a str,
-    /// The sample's labels in body order, a range into [`Exposition::labels`].
+    /// The sample's labels in body order, a range into [`Exposition::labels`]; empty when
+    /// [`Sample::labels_deferred`] (use [`Exposition::labels_of`], which reads either).
     pub labels: LabelRange,
+    /// The labels were not read onto the arena ([`crate::exposition::parse_deferring_labels`]):
+    /// [`Exposition::labels_of`] reads them from [`Sample::series`] when asked.
+    pub labels_deferred: bool,
     /// The value; NaN and ±Inf are kept as such.
     pub value: f64,
     /// Exposition timestamp in seconds since the Unix epoch (text 0.0.4 milliseconds are
@@ -245,22 +249,48 @@ impl<'a> Exposition<'a> {
         &self.labels[range.start as usize..range.end as usize]
     }
 
+    /// `sample`'s labels in body order, whether they sit in the arena or were deferred
+    /// ([`Sample::labels_deferred`]; then they are read from [`Sample::series`] now, one
+    /// allocation). The scrape calls this only for a series its cache does not know.
+    ///
+    /// # Errors
+    /// A deferred label set that repeats a label name ([`super::Rule::DuplicateLabel`],
+    /// naming the sample's line; the column counts from the series' first byte): the eager
+    /// parse refuses such a body as a whole.
+    pub fn labels_of(&self, sample: &Sample<'a>) -> Result<std::borrow::Cow<'_, [Label<'a>]>, super::ParseError> {
+        if !sample.labels_deferred {
+            return Ok(std::borrow::Cow::Borrowed(self.labels_in(sample.labels)));
+        }
+        let mut labels = Vec::new();
+        super::syntax::read_series_labels(sample.series, sample.line, &mut labels)?;
+        Ok(std::borrow::Cow::Owned(labels))
+    }
+
     /// `sample`'s labels as an owned map, name → value (values unescaped): the shape the
     /// detector and the simulator's tests take samples in. A name given twice (refused by
-    /// the parser) would keep the last value.
+    /// the parser; for a deferred label set, by [`Exposition::labels_of`]) gives an empty map
+    /// if deferred, else keeps the last value.
     pub fn label_map(&self, sample: &Sample<'a>) -> std::collections::BTreeMap<String, String> {
-        self.labels_in(sample.labels)
+        self.labels_of(sample)
+            .unwrap_or_default()
             .iter()
             .map(|label| (label.name.to_string(), label.value.to_string()))
             .collect()
     }
 
-    /// The value of label `name` on `sample`, if present.
-    pub fn label_value(&self, sample: &Sample<'a>, name: &str) -> Option<&str> {
-        self.labels_in(sample.labels)
-            .iter()
-            .find(|label| label.name == name)
-            .map(|label| label.value.as_ref())
+    /// The value of label `name` on `sample`, if present (owned only when the labels were
+    /// deferred and held an escape).
+    pub fn label_value(&self, sample: &Sample<'a>, name: &str) -> Option<std::borrow::Cow<'_, str>> {
+        match self.labels_of(sample).ok()? {
+            std::borrow::Cow::Borrowed(labels) => labels
+                .iter()
+                .find(|label| label.name == name)
+                .map(|label| std::borrow::Cow::Borrowed(label.value.as_ref())),
+            std::borrow::Cow::Owned(labels) => labels
+                .into_iter()
+                .find(|label| label.name == name)
+                .map(|label| std::borrow::Cow::Owned(label.value.into_owned())),
+        }
     }
 
     /// Number of warnings found, including those not kept.

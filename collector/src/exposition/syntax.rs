@@ -37,7 +37,7 @@ pub(crate) enum Line<'a> {
     },
     /// `# UNIT name unit`.
     Unit { name: Cow<'a, str>, unit: Cow<'a, str> },
-    /// A sample; its labels were pushed onto the label arena.
+    /// A sample; its labels were pushed onto the label arena unless they were deferred.
     Sample(SampleLine<'a>),
 }
 
@@ -46,6 +46,12 @@ pub(crate) enum Line<'a> {
 pub(crate) struct SampleLine<'a> {
     pub(crate) name: Cow<'a, str>,
     pub(crate) labels: LabelRange,
+    /// The label set was checked for syntax but not pushed onto the arena (see
+    /// [`LineReader::defer_labels`]); `labels` is empty and the labels are read from `series`.
+    pub(crate) labels_deferred: bool,
+    /// Of a deferred label set: the values of `le` and `quantile`, the labels the histogram
+    /// and summary rules read (the first of each; a repeated name fails when read).
+    pub(crate) type_labels: TypeLabels<'a>,
     pub(crate) value: f64,
     pub(crate) timestamp: Option<f64>,
     pub(crate) exemplar: Option<Exemplar>,
@@ -57,6 +63,15 @@ pub(crate) struct SampleLine<'a> {
     /// A deviation the line's grammar tolerates but the specification does not (text 0.0.4
     /// labels separated by blanks instead of a comma, as Prometheus's parser accepts).
     pub(crate) tolerated: Option<ParseError>,
+}
+
+/// The values of `le` and `quantile` in a deferred label set.
+#[derive(Debug, Default)]
+pub(crate) struct TypeLabels<'a> {
+    /// `le`: a histogram bucket's upper bound.
+    pub(crate) le: Option<Cow<'a, str>>,
+    /// `quantile`: a summary sample's quantile.
+    pub(crate) quantile: Option<Cow<'a, str>>,
 }
 
 /// How escapes inside a quoted string are read.
@@ -83,6 +98,9 @@ pub(crate) struct LineReader<'a> {
     /// when `auto` falls back to OpenMetrics for a snippet without `# EOF` (the specification's
     /// own examples have a doubled space).
     loose: bool,
+    /// Text 0.0.4 only: a sample with an unquoted name has its label set checked for syntax
+    /// but not pushed onto the arena, nor checked for repeated names (see `defer_labels`).
+    defer: bool,
 }
 
 impl<'a> LineReader<'a> {
@@ -96,7 +114,19 @@ impl<'a> LineReader<'a> {
             format,
             tolerated: None,
             loose: false,
+            defer: false,
         }
+    }
+
+    /// Defers the labels of a text 0.0.4 sample whose name is unquoted: its label set is read
+    /// for syntax only (every byte still checked, escapes included) and not pushed onto the
+    /// arena; a repeated label name is found when the labels are read from the series spelling
+    /// ([`read_series_labels`]). Prometheus's scrape loop works the same way: its text parser
+    /// yields the series bytes and builds labels only for a series its cache has not seen.
+    /// Without effect in OpenMetrics, whose family rules read every sample's labels.
+    pub(crate) fn defer_labels(mut self, defer: bool) -> Self {
+        self.defer = defer && self.format == Format::Text;
+        self
     }
 
     /// Reads OpenMetrics loosely (see the `loose` field).
@@ -122,9 +152,7 @@ impl<'a> LineReader<'a> {
     }
 
     fn skip_blanks(&mut self) {
-        while matches!(self.peek(), Some(b' ' | b'\t')) {
-            self.pos += 1;
-        }
+        self.pos = scan_while(self.bytes, self.pos, BLANK);
     }
 
     fn is_text(&self) -> bool {
@@ -378,8 +406,16 @@ impl<'a> LineReader<'a> {
             return Err(self.unexpected("a metric name"));
         }
         let label_start = labels.len() as u32;
+        // Only an unquoted name can be deferred: a quoted one may sit inside the label set.
+        let labels_deferred = self.defer && name.is_some() && self.peek() == Some(b'{');
+        let mut type_labels = TypeLabels::default();
         if self.peek() == Some(b'{') {
-            self.label_set(labels, Some(&mut name))?;
+            if !labels_deferred {
+                self.label_set(labels, Some(&mut name), None)?;
+            } else if !self.skim_label_set(&mut type_labels) {
+                type_labels = TypeLabels::default();
+                self.label_set(labels, Some(&mut name), Some(&mut type_labels))?;
+            }
         }
         let label_range = LabelRange {
             start: label_start,
@@ -467,6 +503,8 @@ impl<'a> LineReader<'a> {
         Ok(SampleLine {
             name,
             labels: label_range,
+            labels_deferred,
+            type_labels,
             value,
             timestamp,
             exemplar,
@@ -480,14 +518,11 @@ impl<'a> LineReader<'a> {
     fn token(&mut self) -> &'a str {
         let start = self.pos;
         let bytes = self.bytes;
-        let mut end = start;
-        if self.is_text() {
-            while end < bytes.len() && bytes[end] != b' ' && bytes[end] != b'\t' {
-                end += 1;
-            }
+        let end = if self.is_text() {
+            scan_until(bytes, start, BLANK)
         } else {
-            end = memchr::memchr(b' ', &bytes[start..]).map_or(bytes.len(), |i| start + i);
-        }
+            memchr::memchr(b' ', &bytes[start..]).map_or(bytes.len(), |i| start + i)
+        };
         self.pos = end;
         &self.text[start..end]
     }
@@ -534,7 +569,7 @@ impl<'a> LineReader<'a> {
         }
         self.pos += 2;
         let start = labels.len() as u32;
-        self.label_set(labels, None)?;
+        self.label_set(labels, None, None)?;
         let range = LabelRange {
             start,
             end: labels.len() as u32,
@@ -559,12 +594,67 @@ impl<'a> LineReader<'a> {
         })
     }
 
+    /// The fast path of a deferred text 0.0.4 label set at the cursor (`{`): a set written
+    /// the way exporters write it (`{name="value",…}` with no blanks, escapes, quoted names
+    /// or `__name__`, an optional trailing comma) is checked byte by byte with one table
+    /// lookup per byte, `le` and `quantile` kept in `type_labels`, and the cursor moved past
+    /// `}`; returns true. Anything else returns false with the cursor unmoved, for
+    /// [`LineReader::label_set`] to read (and report) in full.
+    fn skim_label_set(&mut self, type_labels: &mut TypeLabels<'a>) -> bool {
+        let bytes = self.bytes;
+        let mut pos = self.pos + 1;
+        if bytes.get(pos) == Some(&b'}') {
+            self.pos = pos + 1;
+            return true;
+        }
+        loop {
+            let name_start = pos;
+            match bytes.get(pos) {
+                Some(&byte) if is(byte, LABEL_START) => {}
+                _ => return false,
+            }
+            pos = scan_while(bytes, pos + 1, LABEL_CHAR);
+            let name = &bytes[name_start..pos];
+            if bytes.get(pos) != Some(&b'=') || bytes.get(pos + 1) != Some(&b'"') {
+                return false;
+            }
+            let value_start = pos + 2;
+            pos = find_quote_stop(bytes, value_start);
+            if bytes.get(pos) != Some(&b'"') {
+                return false; // an escape, or no closing quote
+            }
+            // `"` is ASCII: both ends are character boundaries.
+            let value = &self.text[value_start..pos];
+            pos += 1;
+            match name {
+                b"le" if type_labels.le.is_none() => type_labels.le = Some(Cow::Borrowed(value)),
+                b"quantile" if type_labels.quantile.is_none() => type_labels.quantile = Some(Cow::Borrowed(value)),
+                b"__name__" => return false,
+                _ => {}
+            }
+            match bytes.get(pos) {
+                Some(b'}') => break,
+                Some(b',') if bytes.get(pos + 1) == Some(&b'}') => {
+                    pos += 1;
+                    break;
+                }
+                Some(b',') => pos += 1,
+                _ => return false,
+            }
+        }
+        self.pos = pos + 1;
+        true
+    }
+
     /// Reads `{…}` at the cursor. `metric_name` is `Some` for a sample's label set, where a
-    /// quoted string without `=` names the metric (Prometheus 3 UTF-8 syntax).
+    /// quoted string without `=` names the metric (Prometheus 3 UTF-8 syntax). With
+    /// `deferred` given, the set is checked for syntax only: nothing is pushed, repeated names
+    /// are not looked for, and only `le` and `quantile` are kept, in `deferred`.
     fn label_set(
         &mut self,
         labels: &mut Vec<Label<'a>>,
         mut metric_name: Option<&mut Option<Cow<'a, str>>>,
+        mut deferred: Option<&mut TypeLabels<'a>>,
     ) -> Result<(), ParseError> {
         let set_start = labels.len();
         let mut seen_names: Option<HashSet<Cow<'a, str>>> = None;
@@ -657,6 +747,18 @@ impl<'a> LineReader<'a> {
                     "label name '__name__' is reserved for the metric name".to_string(),
                 ));
             }
+            if let Some(type_labels) = deferred.as_deref_mut() {
+                match label_name.as_ref() {
+                    "le" if type_labels.le.is_none() => type_labels.le = Some(value),
+                    "quantile" if type_labels.quantile.is_none() => type_labels.quantile = Some(value),
+                    _ => {}
+                }
+                if !self.label_separator()? {
+                    return Ok(());
+                }
+                after_comma = true;
+                continue;
+            }
             // Linear scan for the usual handful of labels; a set once a body has many.
             let duplicate = if labels.len() - set_start < LINEAR_DUPLICATE_CHECK {
                 labels[set_start..].iter().any(|label| label.name == label_name)
@@ -721,7 +823,9 @@ impl<'a> LineReader<'a> {
         let bytes = self.bytes;
         let mut index = start;
         // Fast path: no backslash before the closing quote.
-        match memchr::memchr2(b'"', b'\\', &bytes[index..]) {
+        let stop = find_quote_stop(bytes, index);
+        let found = (stop < bytes.len()).then_some(stop - index);
+        match found {
             None => {
                 return Err(self.error(open, Rule::Syntax, "unterminated quoted string".to_string()));
             }
@@ -781,6 +885,27 @@ impl<'a> LineReader<'a> {
     }
 }
 
+/// Reads the labels of a deferred text 0.0.4 sample (see [`LineReader::defer_labels`]) from
+/// its series spelling (`series`: an unquoted name, then the label set) onto `labels`, as the
+/// eager read would have: names and values decoded, a repeated name refused
+/// ([`Rule::DuplicateLabel`]). `line_no` is the sample's line; columns count from the start
+/// of the series (blanks before the name on the line are not counted).
+pub(crate) fn read_series_labels<'a>(
+    series: &'a str,
+    line_no: u32,
+    labels: &mut Vec<Label<'a>>,
+) -> Result<(), ParseError> {
+    let mut reader = LineReader::new(series, line_no, Format::Text);
+    let name_end = scan_metric_name(reader.bytes, 0);
+    let mut name = Some(Cow::Borrowed(&series[..name_end]));
+    reader.pos = name_end;
+    reader.skip_blanks();
+    if reader.peek() == Some(b'{') {
+        reader.label_set(labels, Some(&mut name), None)?;
+    }
+    Ok(())
+}
+
 /// Builds an error at byte offset `at` of `line`, converting the offset to a 1-based column in
 /// characters.
 pub(crate) fn error_at(line: &str, line_no: u32, at: usize, rule: Rule, message: String) -> ParseError {
@@ -826,37 +951,111 @@ fn unescape_help(text: &str) -> Cow<'_, str> {
     Cow::Owned(decoded)
 }
 
+/// Byte classes of the line grammar, one table lookup per byte instead of a chain of range
+/// tests (the scans below are a fifth of a node_exporter body's parse otherwise).
+const METRIC_START: u8 = 1;
+/// `[a-zA-Z0-9_:]`
+const METRIC_CHAR: u8 = 2;
+/// `[a-zA-Z_]`
+const LABEL_START: u8 = 4;
+/// `[a-zA-Z0-9_]`
+const LABEL_CHAR: u8 = 8;
+/// `"` or `\\`: where a quoted string ends or an escape starts.
+const QUOTE_STOP: u8 = 16;
+/// Space or tab: where a text 0.0.4 token ends.
+const BLANK: u8 = 32;
+
+/// [`METRIC_START`] … [`BLANK`] for each byte value.
+static CLASSES: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let b = byte as u8;
+        let alpha = b.is_ascii_alphabetic();
+        let digit = b.is_ascii_digit();
+        let mut class = 0;
+        if alpha || b == b'_' || b == b':' {
+            class |= METRIC_START;
+        }
+        if alpha || digit || b == b'_' || b == b':' {
+            class |= METRIC_CHAR;
+        }
+        if alpha || b == b'_' {
+            class |= LABEL_START;
+        }
+        if alpha || digit || b == b'_' {
+            class |= LABEL_CHAR;
+        }
+        if b == b'"' || b == b'\\' {
+            class |= QUOTE_STOP;
+        }
+        if b == b' ' || b == b'\t' {
+            class |= BLANK;
+        }
+        table[byte] = class;
+        byte += 1;
+    }
+    table
+};
+
+/// The offset of the first `"` or `\\` at or after `start` (`bytes.len()` if none). Most label
+/// values are a few bytes, shorter than what pays for `memchr2`'s set-up: the first 16 bytes
+/// are looked at one by one.
+#[inline(always)]
+fn find_quote_stop(bytes: &[u8], start: usize) -> usize {
+    let near_end = bytes.len().min(start + 16);
+    match bytes[start..near_end].iter().position(|&byte| is(byte, QUOTE_STOP)) {
+        Some(offset) => start + offset,
+        None => memchr::memchr2(b'"', b'\\', &bytes[near_end..]).map_or(bytes.len(), |offset| near_end + offset),
+    }
+}
+
+/// Whether `byte` is in `class`.
+#[inline(always)]
+fn is(byte: u8, class: u8) -> bool {
+    CLASSES[byte as usize] & class != 0
+}
+
+/// The offset of the first byte at or after `start` that is not in `class` (`bytes.len()` if
+/// none).
+#[inline(always)]
+fn scan_while(bytes: &[u8], start: usize, class: u8) -> usize {
+    bytes[start..]
+        .iter()
+        .position(|&byte| !is(byte, class))
+        .map_or(bytes.len(), |offset| start + offset)
+}
+
+/// The offset of the first byte at or after `start` that is in `class` (`bytes.len()` if none).
+#[inline(always)]
+fn scan_until(bytes: &[u8], start: usize, class: u8) -> usize {
+    bytes[start..]
+        .iter()
+        .position(|&byte| is(byte, class))
+        .map_or(bytes.len(), |offset| start + offset)
+}
+
 /// `[a-zA-Z_:][a-zA-Z0-9_:]*` starting at `start`; returns the end offset (== start if none).
 #[inline]
 pub(crate) fn scan_metric_name(bytes: &[u8], start: usize) -> usize {
     match bytes.get(start) {
-        Some(byte) if byte.is_ascii_alphabetic() || *byte == b'_' || *byte == b':' => {}
-        _ => return start,
+        Some(&byte) if is(byte, METRIC_START) => scan_while(bytes, start + 1, METRIC_CHAR),
+        _ => start,
     }
-    let mut end = start + 1;
-    while end < bytes.len() && is_name_char(bytes[end]) {
-        end += 1;
-    }
-    end
 }
 
 /// `[a-zA-Z_][a-zA-Z0-9_]*` starting at `start`.
 #[inline]
 fn scan_label_name(bytes: &[u8], start: usize) -> usize {
     match bytes.get(start) {
-        Some(byte) if byte.is_ascii_alphabetic() || *byte == b'_' => {}
-        _ => return start,
+        Some(&byte) if is(byte, LABEL_START) => scan_while(bytes, start + 1, LABEL_CHAR),
+        _ => start,
     }
-    let mut end = start + 1;
-    while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
-        end += 1;
-    }
-    end
 }
 
 #[inline]
 fn is_name_char(byte: u8) -> bool {
-    byte.is_ascii_alphanumeric() || byte == b'_' || byte == b':'
+    is(byte, METRIC_CHAR)
 }
 
 /// Whether `name` is a metric name that needs no quoting.
