@@ -20,7 +20,8 @@
 //!
 //! Hot path: the body is checked for UTF-8 once, lines are found with `memchr`, names, label
 //! values and HELP texts are borrowed slices of the body unless an escape must be decoded, and
-//! samples and labels go into two flat vectors.
+//! samples and labels go into two flat vectors. A scrape goes further
+//! ([`parse_deferring_labels`]): label sets are checked but left unread until a series is new.
 
 mod assemble;
 mod error;
@@ -90,15 +91,18 @@ pub fn parse(body: &[u8], options: ParseOptions) -> Result<Exposition<'_>, Parse
     parse_with(body, options, false)
 }
 
-/// [`parse`] for a scrape: text 0.0.4 samples of families whose rules do not read labels
-/// (every type but histogram and summary) keep their label sets unread
-/// ([`Sample::labels_deferred`]). Every byte is still checked and the body is accepted or
-/// refused as [`parse`] would, with one difference: a label name repeated within a deferred
-/// label set is reported only when [`Exposition::labels_of`] reads it. This is how
-/// Prometheus's scrape loop parses (its `textparse` yields each series' bytes and builds
-/// labels only for a series missing from the scrape cache); a scrape keyed on
-/// [`Sample::series`] reads labels only for new series. OpenMetrics bodies are read eagerly
-/// (its family rules read every sample's labels).
+/// [`parse`] for a scrape: under [`Validation::Prometheus`], a text 0.0.4 sample whose name
+/// is unquoted keeps its label set unread ([`Sample::labels_deferred`]). Every byte is still
+/// checked and the body is accepted or refused as [`parse`] would, with one difference: a
+/// label name repeated within a deferred label set is reported only when
+/// [`Exposition::labels_of`] reads it. Histogram and summary errors (`le`, `quantile`) are
+/// found from the values the label scan keeps; the family rules that only warn are not looked
+/// for (docs/exposition.md). When a body has several errors, the one reported may differ.
+/// This is how Prometheus's scrape loop parses (its `textparse` yields each series' bytes and
+/// builds labels only for a series missing from the scrape cache); a scrape keyed on
+/// [`Sample::series`] reads labels only for new series. OpenMetrics bodies, `Strict`
+/// validation and quoted names are read eagerly. `render` and `write_json` read deferred
+/// labels; `lint` expects an eager parse.
 ///
 /// # Errors
 /// As [`parse`].
@@ -166,7 +170,9 @@ fn parse_with(body: &[u8], options: ParseOptions, defer_labels: bool) -> Result<
                 Ok(exposition) => {
                     // A text 0.0.4 body with `# EOF` appended reads as OpenMetrics only with
                     // warnings (counter samples named like their family); prefer a clean text read.
-                    match parse_as(text, Format::Text, options.validation, false, defer_labels) {
+                    // Read eagerly: the choice rests on the text read's warnings, some of which a
+                    // deferred read does not look for.
+                    match parse_as(text, Format::Text, options.validation, false, false) {
                         Ok(mut text_exposition) if text_exposition.warnings.is_empty() => {
                             let first = &exposition.warnings[0];
                             text_exposition.warnings.push(ParseError {
@@ -652,6 +658,13 @@ mod tests {
         assert!(lazy.labels_of(&lazy.samples[0]).is_ok());
         let error = lazy.labels_of(&lazy.samples[1]).unwrap_err();
         assert_eq!((error.line, error.rule), (3, Rule::DuplicateLabel));
+        // The column counts the blanks a text line may start with, as the eager parse's does.
+        let indented = "# TYPE g gauge\n \t g{a=\"1\",b=\"2\",a=\"3\"} 2\n";
+        let eager = parse(indented.as_bytes(), ParseOptions::default()).unwrap_err();
+        let lazy_indented = deferred(indented).unwrap();
+        let found = lazy_indented.labels_of(&lazy_indented.samples[0]).unwrap_err();
+        assert_eq!((found.line, found.column), (eager.line, eager.column));
+        assert_eq!((found.line, found.column), (2, 18));
         assert!(error.message.contains("'a'"), "{error}");
         assert!(lazy.label_map(&lazy.samples[1]).is_empty());
         // Errors that are not about repeated names stay errors of the parse.

@@ -343,6 +343,9 @@ impl Scraper {
         // Sized as the last scrape's, so a steady target never grows it sample by sample.
         let mut series_now: FxHashMap<u64, i64> =
             FxHashMap::with_capacity_and_hasher(state.previous_series.len(), Default::default());
+        // A failed scrape leaves the target's host as it was (the body names a new one, then
+        // fails on a later series' labels): restored below.
+        let nodename_before = state.nodename.clone();
         let result = body.and_then(|(content_type, body)| {
             let format = FormatChoice::from_content_type(content_type.as_deref());
             let exposition = parse_deferring_labels(
@@ -473,6 +476,11 @@ impl Scraper {
             Ok(rows) => (rows, None),
             Err(error) => (Vec::new(), Some(error.to_string())),
         };
+        if error.is_some() && state.nodename != nodename_before {
+            state.nodename = nodename_before;
+            state.synthetic = None;
+            state.cache.clear();
+        }
         let up = error.is_none();
         if !up {
             samples_duplicate = 0;

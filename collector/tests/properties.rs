@@ -158,6 +158,18 @@ fn check_deferred_agrees(body: &[u8]) -> Result<(), TestCaseError> {
                     repeated,
                     "{format:?}: the deferred parse accepts what the eager one rejects ({error}), and no deferred label set repeats a name"
                 );
+                // The first repetition is where the eager parse stopped, same line and column.
+                if error.rule == Rule::DuplicateLabel {
+                    let first = deferred
+                        .samples
+                        .iter()
+                        .filter_map(|sample| deferred.labels_of(sample).err())
+                        .min_by_key(|found| (found.line, found.column));
+                    prop_assert_eq!(
+                        first.map(|found| (found.line, found.column)),
+                        Some((error.line, error.column))
+                    );
+                }
             }
             (Err(_), Err(_)) => {}
         }

@@ -82,7 +82,7 @@ async fn exporter() -> String {
             get(|| async { (StatusCode::SERVICE_UNAVAILABLE, "down for maintenance") }),
         )
         .route("/malformed", get(|| async { "ok 1\nbroken{a=\"b\" 2\n" }))
-        .route("/repeated-label", get(|| async { "ok 1\nm{a=\"1\",a=\"2\"} 2\n" }))
+        .route("/repeated-label", get(|| async { "ok 1\n  m{a=\"1\",a=\"2\"} 2\n" }))
         .route("/big", get(|| async { "x 1\n".repeat(300_000) }))
         .route(
             "/bomb",
@@ -323,7 +323,7 @@ async fn failures_mark_the_target_down_with_the_reason() {
         ),
         // Found when the new series' labels are read (the parse defers them), with the same
         // line and column as a full parse; nothing of the body is kept.
-        ("/repeated-label", "", "invalid body: 2:9: duplicate label name 'a'"),
+        ("/repeated-label", "", "invalid body: 2:11: duplicate label name 'a'"),
         (
             "/big",
             "    body_size_limit: 1MiB\n",
@@ -818,6 +818,26 @@ async fn node_uname_info_places_a_target_on_its_nodename() {
     let renamed = scraper.scrape(&targets[0], &job, &context(), &mut state).await;
     assert_eq!(hosts(&renamed), ["web-8.dc-1".to_string()].into());
     assert_eq!(renamed.report.placement.host, "web-8.dc-1");
+    // A body that names another host but fails on a later series (a label name given twice,
+    // found when that new series' labels are read) changes nothing: its `up = 0` rows and
+    // the next good scrape stay on the host named before.
+    *body.lock().unwrap() = uname("web-9.dc-1") + "node_load5{a=\"1\",a=\"2\"} 1\n";
+    let failed = scraper.scrape(&targets[0], &job, &context(), &mut state).await;
+    assert!(!failed.report.up);
+    assert!(
+        failed
+            .report
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("duplicate label name 'a'"),
+        "{:?}",
+        failed.report.error
+    );
+    assert_eq!(hosts(&failed), ["web-8.dc-1".to_string()].into());
+    *body.lock().unwrap() = uname("web-8.dc-1");
+    let recovered = scraper.scrape(&targets[0], &job, &context(), &mut state).await;
+    assert_eq!(hosts(&recovered), ["web-8.dc-1".to_string()].into());
     // Without node_uname_info the address's host, as before.
     *body.lock().unwrap() = "# TYPE node_load1 gauge\nnode_load1 0.5\n".to_string();
     let plain = scraper

@@ -77,7 +77,7 @@ pub(crate) struct Assembler<'a> {
     current: Option<u32>,
     last_sample_family: u32,
     needs_regroup: bool,
-    /// Defer the labels of text 0.0.4 samples whose family rules do not read them
+    /// Defer the labels of text 0.0.4 samples with unquoted names
     /// ([`crate::exposition::parse_deferring_labels`]).
     defer_labels: bool,
 }
@@ -383,6 +383,7 @@ impl<'a> Assembler<'a> {
             series: sample.series,
             labels: sample.labels,
             labels_deferred: sample.labels_deferred,
+            series_offset: u16::try_from(sample.name_at).unwrap_or(u16::MAX),
             value: sample.value,
             timestamp: sample.timestamp,
             exemplar: sample.exemplar,
@@ -603,7 +604,7 @@ impl<'a> Assembler<'a> {
                 continue;
             }
             let start = self.labels.len() as u32;
-            read_series_labels(sample.series, sample.line, &mut self.labels)?;
+            read_series_labels(sample.series, sample.line, sample.series_offset, &mut self.labels)?;
             sample.labels = LabelRange {
                 start,
                 end: self.labels.len() as u32,

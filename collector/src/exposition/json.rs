@@ -9,7 +9,7 @@
 use std::io::Write;
 
 use super::lint::LintFinding;
-use super::model::{Exposition, LabelRange};
+use super::model::{Exposition, Label};
 
 /// Writes a JSON string (quoted and escaped).
 fn json_string(out: &mut impl Write, text: &str) -> std::io::Result<()> {
@@ -36,9 +36,9 @@ fn json_optional_number(out: &mut impl Write, value: Option<f64>) -> std::io::Re
     }
 }
 
-fn json_labels(out: &mut impl Write, exposition: &Exposition<'_>, range: LabelRange) -> std::io::Result<()> {
+fn json_labels(out: &mut impl Write, labels: &[Label<'_>]) -> std::io::Result<()> {
     out.write_all(b"{")?;
-    for (index, label) in exposition.labels_in(range).iter().enumerate() {
+    for (index, label) in labels.iter().enumerate() {
         if index > 0 {
             out.write_all(b",")?;
         }
@@ -50,15 +50,9 @@ fn json_labels(out: &mut impl Write, exposition: &Exposition<'_>, range: LabelRa
 }
 
 /// Writes `"labels":{…},"value":…,"timestamp":…`: the fields samples and exemplars share.
-fn json_point(
-    out: &mut impl Write,
-    exposition: &Exposition<'_>,
-    labels: LabelRange,
-    value: f64,
-    timestamp: Option<f64>,
-) -> std::io::Result<()> {
+fn json_point(out: &mut impl Write, labels: &[Label<'_>], value: f64, timestamp: Option<f64>) -> std::io::Result<()> {
     out.write_all(b"\"labels\":")?;
-    json_labels(out, exposition, labels)?;
+    json_labels(out, labels)?;
     out.write_all(b",\"value\":")?;
     json_number(out, value)?;
     out.write_all(b",\"timestamp\":")?;
@@ -116,12 +110,20 @@ fn write_document(
             out.write_all(b"\n {\"name\":")?;
             json_string(out, &sample.name)?;
             out.write_all(b",")?;
-            json_point(out, exposition, sample.labels, sample.value, sample.timestamp)?;
+            // Deferred labels are read here; a set that repeats a name (which an eager parse
+            // refuses) is written without labels.
+            let labels = exposition.labels_of(sample).unwrap_or_default();
+            json_point(out, &labels, sample.value, sample.timestamp)?;
             out.write_all(b",\"exemplar\":")?;
             match &sample.exemplar {
                 Some(exemplar) => {
                     out.write_all(b"{")?;
-                    json_point(out, exposition, exemplar.labels, exemplar.value, exemplar.timestamp)?;
+                    json_point(
+                        out,
+                        exposition.labels_in(exemplar.labels),
+                        exemplar.value,
+                        exemplar.timestamp,
+                    )?;
                     out.write_all(b"}")?;
                 }
                 None => out.write_all(b"null")?,

@@ -122,7 +122,8 @@ pub struct LintFinding {
 ///
 /// Findings are sorted as promtool prints them: by metric name, then message (byte order);
 /// the same (metric, message) pair is one finding whose [`LintFinding::count`] says how many
-/// times promtool repeats it.
+/// times promtool repeats it. Takes an exposition from [`crate::exposition::parse`]: label
+/// sets deferred by [`crate::exposition::parse_deferring_labels`] are not read here.
 ///
 /// ```
 /// use epicenter_collector::exposition::{lint, parse, LintRule, ParseOptions};

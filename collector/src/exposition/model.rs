@@ -169,6 +169,9 @@ pub struct Sample<'a> {
     /// The labels were not read onto the arena ([`crate::exposition::parse_deferring_labels`]):
     /// [`Exposition::labels_of`] reads them from [`Sample::series`] when asked.
     pub labels_deferred: bool,
+    /// Bytes before [`Sample::series`] on its line (blanks a text 0.0.4 line may start
+    /// with; saturates at 65,535), so errors found in a deferred label set name the column.
+    pub series_offset: u16,
     /// The value; NaN and ±Inf are kept as such.
     pub value: f64,
     /// Exposition timestamp in seconds since the Unix epoch (text 0.0.4 milliseconds are
@@ -230,7 +233,8 @@ pub struct Exposition<'a> {
     pub families: Vec<Family<'a>>,
     /// Every sample, grouped by family (a family's samples are contiguous, in body order).
     pub samples: Vec<Sample<'a>>,
-    /// Every label of every sample and exemplar.
+    /// Every label of every sample and exemplar, except a sample's whose labels were deferred
+    /// ([`Sample::labels_deferred`]; [`Exposition::labels_of`] reads either).
     pub labels: Vec<Label<'a>>,
     /// Violations tolerated under [`Validation::Prometheus`], in body order (at most 1,000).
     pub warnings: Vec<super::ParseError>,
@@ -251,18 +255,18 @@ impl<'a> Exposition<'a> {
 
     /// `sample`'s labels in body order, whether they sit in the arena or were deferred
     /// ([`Sample::labels_deferred`]; then they are read from [`Sample::series`] now, one
-    /// allocation). The scrape calls this only for a series its cache does not know.
+    /// allocation). The scrape calls this for a series its cache does not know (and for
+    /// `node_uname_info`'s one sample).
     ///
     /// # Errors
     /// A deferred label set that repeats a label name ([`super::Rule::DuplicateLabel`],
-    /// naming the sample's line; the column counts from the series' first byte): the eager
-    /// parse refuses such a body as a whole.
+    /// naming the line and column, as the eager parse does when it refuses such a body).
     pub fn labels_of(&self, sample: &Sample<'a>) -> Result<std::borrow::Cow<'_, [Label<'a>]>, super::ParseError> {
         if !sample.labels_deferred {
             return Ok(std::borrow::Cow::Borrowed(self.labels_in(sample.labels)));
         }
         let mut labels = Vec::new();
-        super::syntax::read_series_labels(sample.series, sample.line, &mut labels)?;
+        super::syntax::read_series_labels(sample.series, sample.line, sample.series_offset, &mut labels)?;
         Ok(std::borrow::Cow::Owned(labels))
     }
 
@@ -329,9 +333,14 @@ impl<'a> Exposition<'a> {
         let mut first_line: std::collections::HashMap<SeriesAt<'_>, u32> =
             std::collections::HashMap::with_capacity(self.samples.len());
         let mut duplicates = Vec::new();
-        for sample in &self.samples {
-            let mut labels: Vec<(&str, &str)> = self
-                .labels_in(sample.labels)
+        // Deferred label sets read first (borrowed as they are otherwise).
+        let read: Vec<std::borrow::Cow<'_, [Label<'a>]>> = self
+            .samples
+            .iter()
+            .map(|sample| self.labels_of(sample).unwrap_or_default())
+            .collect();
+        for (sample, sample_labels) in self.samples.iter().zip(&read) {
+            let mut labels: Vec<(&str, &str)> = sample_labels
                 .iter()
                 .map(|label| (label.name.as_ref(), label.value.as_ref()))
                 .collect();

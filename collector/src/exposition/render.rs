@@ -66,7 +66,9 @@ fn render_family(exposition: &Exposition<'_>, family: &Family<'_>, format: Forma
         out.push('\n');
     }
     for sample in exposition.samples_of(family) {
-        let labels = exposition.labels_in(sample.labels);
+        // Deferred labels are read here (a set that repeats a name is written without labels).
+        let read = exposition.labels_of(sample).unwrap_or_default();
+        let labels: &[Label<'_>] = &read;
         if is_plain_metric_name(&sample.name) {
             out.push_str(&sample.name);
             if !labels.is_empty() {

@@ -888,11 +888,12 @@ impl<'a> LineReader<'a> {
 /// Reads the labels of a deferred text 0.0.4 sample (see [`LineReader::defer_labels`]) from
 /// its series spelling (`series`: an unquoted name, then the label set) onto `labels`, as the
 /// eager read would have: names and values decoded, a repeated name refused
-/// ([`Rule::DuplicateLabel`]). `line_no` is the sample's line; columns count from the start
-/// of the series (blanks before the name on the line are not counted).
+/// ([`Rule::DuplicateLabel`]). Errors name line `line_no` and the column on that line, given
+/// that the series starts `offset` bytes (blanks) into it.
 pub(crate) fn read_series_labels<'a>(
     series: &'a str,
     line_no: u32,
+    offset: u16,
     labels: &mut Vec<Label<'a>>,
 ) -> Result<(), ParseError> {
     let mut reader = LineReader::new(series, line_no, Format::Text);
@@ -901,7 +902,12 @@ pub(crate) fn read_series_labels<'a>(
     reader.pos = name_end;
     reader.skip_blanks();
     if reader.peek() == Some(b'{') {
-        reader.label_set(labels, Some(&mut name), None)?;
+        reader
+            .label_set(labels, Some(&mut name), None)
+            .map_err(|error| ParseError {
+                column: error.column + u32::from(offset),
+                ..error
+            })?;
     }
     Ok(())
 }
