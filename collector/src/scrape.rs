@@ -343,9 +343,9 @@ impl Scraper {
         // Sized as the last scrape's, so a steady target never grows it sample by sample.
         let mut series_now: FxHashMap<u64, i64> =
             FxHashMap::with_capacity_and_hasher(state.previous_series.len(), Default::default());
-        // A failed scrape leaves the target's host as it was (the body names a new one, then
-        // fails on a later series' labels): restored below.
-        let nodename_before = state.nodename.clone();
+        // The host the target had when this body named another: a failed scrape (the body
+        // then fails on a later series' labels) leaves it as it was, restored below.
+        let mut nodename_before: Option<Option<String>> = None;
         let result = body.and_then(|(content_type, body)| {
             let format = FormatChoice::from_content_type(content_type.as_deref());
             let exposition = parse_deferring_labels(
@@ -364,7 +364,7 @@ impl Scraper {
             if context.placement.host_from_uname && !job.config.honor_labels {
                 let nodename = uname_nodename(&exposition);
                 if nodename != state.nodename {
-                    state.nodename = nodename;
+                    nodename_before = Some(std::mem::replace(&mut state.nodename, nodename));
                     state.cache.clear();
                     state.synthetic = None;
                 }
@@ -476,8 +476,8 @@ impl Scraper {
             Ok(rows) => (rows, None),
             Err(error) => (Vec::new(), Some(error.to_string())),
         };
-        if error.is_some() && state.nodename != nodename_before {
-            state.nodename = nodename_before;
+        if let (Some(_), Some(before)) = (&error, nodename_before) {
+            state.nodename = before;
             state.synthetic = None;
             state.cache.clear();
         }

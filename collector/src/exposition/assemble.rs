@@ -422,34 +422,12 @@ impl<'a> Assembler<'a> {
         let suffix = sample.name.strip_prefix(family.name.as_ref()).unwrap_or("");
         if metric_type == MetricType::Histogram {
             if suffix == "_bucket" {
-                let Some(le) = find(sample.labels_deferred, arena, "le", &sample.type_labels.le) else {
-                    return Err(sample_error(
-                        line_no,
-                        Rule::TypeLabel,
-                        format!("histogram bucket '{}' has no 'le' label", show(&sample.name)),
-                    ));
-                };
-                if parse_value(le).is_none_or(f64::is_nan) {
-                    return Err(sample_error(
-                        line_no,
-                        Rule::TypeLabel,
-                        format!("expected a number as value of label 'le', found '{}'", show(le)),
-                    ));
-                }
+                let le = find(sample.labels_deferred, arena, "le", &sample.type_labels.le);
+                bucket_bound(&sample.name, le, line_no)?;
             }
         } else if suffix.is_empty() {
-            match find(sample.labels_deferred, arena, "quantile", &sample.type_labels.quantile) {
-                Some(quantile) if parse_value(quantile).is_none() => {
-                    return Err(sample_error(
-                        line_no,
-                        Rule::TypeLabel,
-                        format!(
-                            "expected a number as value of label 'quantile', found '{}'",
-                            show(quantile)
-                        ),
-                    ));
-                }
-                _ => {}
+            if let Some(quantile) = find(sample.labels_deferred, arena, "quantile", &sample.type_labels.quantile) {
+                quantile_number(quantile, line_no)?;
             }
         }
         Ok(())
@@ -588,7 +566,6 @@ impl<'a> Assembler<'a> {
         })
     }
 
-    /// Stable counting sort of samples by family, for bodies whose families were interleaved.
     /// With deferred labels: the samples of a histogram or summary family whose `TYPE` came
     /// after some of them (a violation) were read under another type; their labels are read
     /// onto the arena now so that [`check_text_family`] judges the family as an eager parse
@@ -614,6 +591,7 @@ impl<'a> Assembler<'a> {
         Ok(())
     }
 
+    /// Stable counting sort of samples by family, for bodies whose families were interleaved.
     fn regroup(&mut self) {
         let mut next_slot: Vec<u32> = Vec::with_capacity(self.families.len());
         let mut running = 0u32;
@@ -694,20 +672,8 @@ fn check_text_family(
         let value = sample.value;
         if metric_type == MetricType::Histogram {
             if suffix == "_bucket" {
-                let Some(le) = labels.iter().find(|label| label.name == "le") else {
-                    return Err(sample_error(
-                        line_no,
-                        Rule::TypeLabel,
-                        format!("histogram bucket '{}' has no 'le' label", show(&sample.name)),
-                    ));
-                };
-                if parse_value(&le.value).is_none_or(f64::is_nan) {
-                    return Err(sample_error(
-                        line_no,
-                        Rule::TypeLabel,
-                        format!("expected a number as value of label 'le', found '{}'", show(&le.value)),
-                    ));
-                }
+                let le = labels.iter().find(|label| label.name == "le");
+                bucket_bound(&sample.name, le.map(|label| label.value.as_ref()), line_no)?;
                 if value < 0.0 {
                     diagnostics.violation(sample_error(
                         line_no,
@@ -729,16 +695,7 @@ fn check_text_family(
                     diagnostics.violation(sample_error(line_no, Rule::TypeLabel, message))?;
                 }
                 Some(label) => {
-                    if parse_value(&label.value).is_none() {
-                        return Err(sample_error(
-                            line_no,
-                            Rule::TypeLabel,
-                            format!(
-                                "expected a number as value of label 'quantile', found '{}'",
-                                show(&label.value)
-                            ),
-                        ));
-                    }
+                    quantile_number(&label.value, line_no)?;
                 }
             }
         }
@@ -883,26 +840,17 @@ fn check_openmetrics_family(
         match metric_type {
             MetricType::Histogram | MetricType::GaugeHistogram if suffix == "_bucket" => {
                 skip_label = Some("le");
-                let Some(le) = labels.iter().find(|label| label.name == "le") else {
-                    return Err(sample_error(
-                        line_no,
-                        Rule::TypeLabel,
-                        format!("histogram bucket '{}' has no 'le' label", show(&sample.name)),
-                    ));
-                };
-                let bound = parse_value(&le.value).filter(|bound| !bound.is_nan());
-                let Some(bound) = bound else {
-                    return Err(sample_error(
-                        line_no,
-                        Rule::TypeLabel,
-                        format!("expected a number as value of label 'le', found '{}'", show(&le.value)),
-                    ));
-                };
-                if bound.is_infinite() && le.value != "+Inf" && le.value != "-Inf" {
+                let le = labels
+                    .iter()
+                    .find(|label| label.name == "le")
+                    .map(|label| label.value.as_ref());
+                let bound = bucket_bound(&sample.name, le, line_no)?;
+                let le = le.unwrap_or_default();
+                if bound.is_infinite() && le != "+Inf" && le != "-Inf" {
                     diagnostics.violation(sample_error(
                         line_no,
                         Rule::TypeLabel,
-                        format!("'le' value '{}' is not canonical: write +Inf", show(&le.value)),
+                        format!("'le' value '{}' is not canonical: write +Inf", show(le)),
                     ))?;
                 }
             }
@@ -915,16 +863,7 @@ fn check_openmetrics_family(
                         format!("summary sample '{}' has no 'quantile' label", show(&sample.name)),
                     ));
                 };
-                let Some(q) = parse_value(&quantile.value) else {
-                    return Err(sample_error(
-                        line_no,
-                        Rule::TypeLabel,
-                        format!(
-                            "expected a number as value of label 'quantile', found '{}'",
-                            show(&quantile.value)
-                        ),
-                    ));
-                };
+                let q = quantile_number(&quantile.value, line_no)?;
                 if !(0.0..=1.0).contains(&q) {
                     diagnostics.violation(sample_error(
                         line_no,
@@ -1190,6 +1129,41 @@ fn number_text(value: f64) -> String {
     let mut text = String::new();
     format_value(value, &mut text);
     text
+}
+
+/// The bound a histogram bucket's `le` label gives (`le`: its value, `None` without one), or
+/// the error both formats report ([`Rule::TypeLabel`]): no `le`, or one that is not a number
+/// (NaN bounds nothing).
+fn bucket_bound(sample_name: &str, le: Option<&str>, line_no: u32) -> Result<f64, ParseError> {
+    let Some(le) = le else {
+        return Err(sample_error(
+            line_no,
+            Rule::TypeLabel,
+            format!("histogram bucket '{}' has no 'le' label", show(sample_name)),
+        ));
+    };
+    parse_value(le).filter(|bound| !bound.is_nan()).ok_or_else(|| {
+        sample_error(
+            line_no,
+            Rule::TypeLabel,
+            format!("expected a number as value of label 'le', found '{}'", show(le)),
+        )
+    })
+}
+
+/// A summary sample's `quantile` value as a number, or the error both formats report
+/// ([`Rule::TypeLabel`]).
+fn quantile_number(quantile: &str, line_no: u32) -> Result<f64, ParseError> {
+    parse_value(quantile).ok_or_else(|| {
+        sample_error(
+            line_no,
+            Rule::TypeLabel,
+            format!(
+                "expected a number as value of label 'quantile', found '{}'",
+                show(quantile)
+            ),
+        )
+    })
 }
 
 fn sample_error(line: u32, rule: Rule, message: String) -> ParseError {

@@ -282,19 +282,13 @@ impl<'a> Exposition<'a> {
             .collect()
     }
 
-    /// The value of label `name` on `sample`, if present (owned only when the labels were
-    /// deferred and held an escape).
-    pub fn label_value(&self, sample: &Sample<'a>, name: &str) -> Option<std::borrow::Cow<'_, str>> {
-        match self.labels_of(sample).ok()? {
-            std::borrow::Cow::Borrowed(labels) => labels
-                .iter()
-                .find(|label| label.name == name)
-                .map(|label| std::borrow::Cow::Borrowed(label.value.as_ref())),
-            std::borrow::Cow::Owned(labels) => labels
-                .into_iter()
-                .find(|label| label.name == name)
-                .map(|label| std::borrow::Cow::Owned(label.value.into_owned())),
-        }
+    /// The value of label `name` on `sample`, if present (owned only when it held an escape).
+    pub fn label_value(&self, sample: &Sample<'a>, name: &str) -> Option<std::borrow::Cow<'a, str>> {
+        self.labels_of(sample)
+            .ok()?
+            .iter()
+            .find(|label| label.name == name)
+            .map(|label| label.value.clone())
     }
 
     /// Number of warnings found, including those not kept.

@@ -609,11 +609,10 @@ impl<'a> LineReader<'a> {
         }
         loop {
             let name_start = pos;
-            match bytes.get(pos) {
-                Some(&byte) if is(byte, LABEL_START) => {}
-                _ => return false,
+            pos = scan_label_name(bytes, pos);
+            if pos == name_start {
+                return false;
             }
-            pos = scan_while(bytes, pos + 1, LABEL_CHAR);
             let name = &bytes[name_start..pos];
             if bytes.get(pos) != Some(&b'=') || bytes.get(pos + 1) != Some(&b'"') {
                 return false;
