@@ -260,28 +260,34 @@ impl Spool {
     /// as it was.
     pub fn append(&mut self, batch: &mut SpooledBatch) -> Result<Vec<(u64, u64)>, SpoolError> {
         batch.sequence = self.next;
-        let mut record = Vec::with_capacity(HEADER + batch.samples.len() + batch.series.len() + batch.scrapes.len());
-        record.extend_from_slice(MAGIC);
-        record.extend_from_slice(&[0; 4]);
-        for number in [
+        // The header, then the payloads as they are: a batch is tens of megabytes at 100k
+        // samples/s, and a record built as one buffer cost a copy into freshly mapped memory.
+        let payloads = [&batch.samples[..], &batch.series[..], &batch.scrapes[..]];
+        let mut header = [0u8; HEADER];
+        header[..8].copy_from_slice(MAGIC);
+        let counts = [
             batch.sample_rows,
             batch.samples.len() as u64,
             batch.series_rows,
             batch.series.len() as u64,
             batch.scrape_rows,
             batch.scrapes.len() as u64,
-        ] {
-            record.extend_from_slice(&number.to_le_bytes());
+        ];
+        for (at, number) in counts.iter().enumerate() {
+            header[12 + 8 * at..20 + 8 * at].copy_from_slice(&number.to_le_bytes());
         }
-        record.extend_from_slice(&batch.samples);
-        record.extend_from_slice(&batch.series);
-        record.extend_from_slice(&batch.scrapes);
-        let crc = crc32fast::hash(&record[12..]);
-        record[8..12].copy_from_slice(&crc.to_le_bytes());
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&header[12..]);
+        payloads.iter().for_each(|payload| crc.update(payload));
+        header[8..12].copy_from_slice(&crc.finalize().to_le_bytes());
+        let record_len = (HEADER + payloads.iter().map(|payload| payload.len()).sum::<usize>()) as u64;
         let temporary = self.file(batch.sequence, "tmp");
         let written = (|| {
             let mut file = fs::File::create(&temporary)?;
-            file.write_all(&record)?;
+            file.write_all(&header)?;
+            for payload in payloads {
+                file.write_all(payload)?;
+            }
             if self.fsync {
                 file.sync_all()?;
             }
@@ -297,8 +303,8 @@ impl Spool {
         }
         self.next += 1;
         let now = SystemTime::now();
-        self.queued.push_back((batch.sequence, record.len() as u64, now));
-        self.bytes += record.len() as u64;
+        self.queued.push_back((batch.sequence, record_len, now));
+        self.bytes += record_len;
         let mut dropped = Vec::new();
         let max_age = self.max_age;
         let too_old = |written: SystemTime| now.duration_since(written).is_ok_and(|age| age > max_age);
@@ -314,6 +320,11 @@ impl Spool {
             dropped.push((sequence, rows));
         }
         Ok(dropped)
+    }
+
+    /// The sequence of the oldest batch waiting, without reading it.
+    pub fn front(&self) -> Option<u64> {
+        self.queued.front().map(|(sequence, _, _)| *sequence)
     }
 
     /// The oldest batch waiting, read and checked. A batch that fails its checksum is set

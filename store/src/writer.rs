@@ -264,7 +264,8 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// [`run_writer`] with the spool (`storage.spool`): each finished batch goes to disk first
 /// ([`Spool::append`]; scraping never waits for the store), and a delivery task sends the
 /// spool's batches in order, each under its spool token (stored once however often it is
-/// sent), retrying a retryable failure with exponential backoff and jitter (200 ms doubling
+/// sent; the batch spooled last is taken from memory when it is next, older ones are read
+/// back from disk), retrying a retryable failure with exponential backoff and jitter (200 ms doubling
 /// to 10 s) for as long as the spool holds it; every insert has [`INSERT_TIMEOUT`]. A batch
 /// leaves the spool when all its inserts succeeded, or when the store refused it as bad data
 /// (counted failed). When `inbox` closes, the last batch is spooled and delivery goes on for
@@ -279,7 +280,15 @@ pub async fn run_spooled_writer<S: Sink>(
     let spool = Arc::new(std::sync::Mutex::new(spool));
     let wake = Arc::new(tokio::sync::Notify::new());
     let (closing, closed) = tokio::sync::watch::channel(false);
-    let delivery = tokio::spawn(deliver(sink, spool.clone(), wake.clone(), closed, stats.clone()));
+    let last = Arc::new(std::sync::Mutex::new(None));
+    let delivery = tokio::spawn(deliver(
+        sink,
+        spool.clone(),
+        last.clone(),
+        wake.clone(),
+        closed,
+        stats.clone(),
+    ));
     let mut batch = Batch::default();
     loop {
         let deadline = batch.oldest.map(|oldest| oldest + limits.max_age.0);
@@ -295,7 +304,7 @@ pub async fn run_spooled_writer<S: Sink>(
         };
         let due = !open || batch.is_full(&limits) || deadline.is_some_and(|deadline| Instant::now() >= deadline);
         if due && batch.sample_rows + batch.scrape_rows > 0 {
-            spool_batch(&spool, batch.take(), &stats).await;
+            spool_batch(&spool, &last, batch.take(), &stats).await;
             wake.notify_one();
         }
         if !open {
@@ -307,8 +316,14 @@ pub async fn run_spooled_writer<S: Sink>(
     let _ = delivery.await;
 }
 
-/// Appends `batch` to the spool on the blocking pool; counts and logs what the spool drops.
-async fn spool_batch(spool: &Arc<std::sync::Mutex<Spool>>, batch: Batch, stats: &WriterStats) {
+/// The batch spooled last, kept in memory as well: when it is the next to deliver (no
+/// backlog), delivery takes it from here instead of reading back from disk what was just
+/// written. At most one batch; the disk copy stays the one that counts until acknowledged.
+type LastSpooled = Arc<std::sync::Mutex<Option<SpooledBatch>>>;
+
+/// Appends `batch` to the spool on the blocking pool and keeps it as the last spooled;
+/// counts and logs what the spool drops.
+async fn spool_batch(spool: &Arc<std::sync::Mutex<Spool>>, last: &LastSpooled, batch: Batch, stats: &WriterStats) {
     let rows = batch.sample_rows;
     let noted = batch.series_noted;
     let mut spooled = SpooledBatch {
@@ -320,9 +335,17 @@ async fn spool_batch(spool: &Arc<std::sync::Mutex<Spool>>, batch: Batch, stats: 
         scrape_rows: batch.scrape_rows,
         scrapes: batch.scrapes,
     };
-    let spool = spool.clone();
+    let (spool, last) = (spool.clone(), last.clone());
     let appended = tokio::task::spawn_blocking(move || match spool.lock() {
-        Ok(mut spool) => spool.append(&mut spooled).map_err(|error| error.to_string()),
+        Ok(mut spool) => {
+            let appended = spool.append(&mut spooled).map_err(|error| error.to_string());
+            if appended.is_ok() {
+                if let Ok(mut last) = last.lock() {
+                    *last = Some(spooled);
+                }
+            }
+            appended
+        }
         Err(_) => Err("the spool's lock is poisoned".to_string()),
     })
     .await
@@ -364,14 +387,24 @@ async fn with_spool<T: Send + 'static>(
 async fn deliver<S: Sink>(
     sink: Arc<S>,
     spool: Arc<std::sync::Mutex<Spool>>,
+    last: LastSpooled,
     wake: Arc<tokio::sync::Notify>,
     mut closed: tokio::sync::watch::Receiver<bool>,
     stats: Arc<WriterStats>,
 ) {
     let mut give_up_at: Option<Instant> = None;
     loop {
-        let oldest = |spool: &mut Spool| {
-            let batch = spool.oldest()?;
+        let last = last.clone();
+        let oldest = move |spool: &mut Spool| {
+            let front = spool.front()?;
+            let kept = last
+                .lock()
+                .ok()
+                .and_then(|mut last| last.take_if(|batch| batch.sequence == front));
+            let batch = match kept {
+                Some(batch) => Ok(batch),
+                None => spool.oldest()?,
+            };
             let token = batch
                 .as_ref()
                 .map(|batch| spool.token(batch.sequence))
@@ -653,6 +686,91 @@ mod tests {
         writer.await.unwrap();
         assert_eq!(stats.sample_rows_written.load(Ordering::SeqCst), 36);
         assert_eq!(stats.batches_flushed.load(Ordering::SeqCst), 3);
+    }
+
+    /// Records each accepted write with its token and bytes; fails the first `failures`.
+    #[derive(Default)]
+    struct TokenRecorder {
+        writes: Mutex<Vec<(Table, String, usize)>>,
+        failures: AtomicU64,
+    }
+
+    impl Sink for TokenRecorder {
+        async fn write(self: Arc<Self>, table: Table, data: Arc<Vec<u8>>, token: Arc<str>) -> Result<u64, SinkError> {
+            if self.failures.load(Ordering::SeqCst) > 0 {
+                self.failures.fetch_sub(1, Ordering::SeqCst);
+                return Err(SinkError {
+                    message: "injected failure".to_string(),
+                    retryable: true,
+                });
+            }
+            self.writes.lock().unwrap().push((table, token.to_string(), data.len()));
+            Ok(0)
+        }
+    }
+
+    /// Delivery takes the batch spooled last from memory when it is next, and the others
+    /// from disk: with a backlog (the store failing at first) and without, every batch
+    /// reaches the store once, in spool order, with its own bytes.
+    #[tokio::test(start_paused = true)]
+    async fn spooled_batches_arrive_once_each_in_order_with_or_without_a_backlog() {
+        let dir = std::env::temp_dir().join(format!("epicenter-writer-spool-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let spool = Spool::open(&crate::spool::SpoolConfig {
+            path: dir.clone(),
+            max_size: ByteSize(1 << 30),
+            max_age: Duration::from_secs(3600),
+            fsync: false,
+        })
+        .unwrap();
+        let tokens: Vec<String> = (0..6).map(|sequence| spool.token(sequence)).collect();
+        let sink = Arc::new(TokenRecorder::default());
+        sink.failures.store(4, Ordering::SeqCst);
+        let stats = Arc::new(WriterStats::default());
+        let (sender, inbox) = mpsc::channel(16);
+        let writer = tokio::spawn(run_spooled_writer(
+            sink.clone(),
+            limits(1, 1000),
+            inbox,
+            stats.clone(),
+            spool,
+        ));
+        for rows in 1..=6 {
+            sender.send(outcome(rows)).await.unwrap();
+        }
+        drop(sender);
+        writer.await.unwrap();
+        // A `sample_values` row of `up`: the metric (1-byte length, 2 bytes), the series
+        // id, the time and the value (8 bytes each).
+        let row_bytes = 1 + 2 + 8 + 8 + 8;
+        let samples: Vec<(String, usize)> = sink
+            .writes
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(table, _, _)| *table == Table::SampleValues)
+            .map(|(_, token, bytes)| (token.clone(), *bytes))
+            .collect();
+        let expected: Vec<(String, usize)> = tokens
+            .iter()
+            .zip(1..=6)
+            .map(|(token, rows)| (token.clone(), rows * row_bytes))
+            .collect();
+        assert_eq!(samples, expected);
+        assert_eq!(stats.sample_rows_written.load(Ordering::SeqCst), 21);
+        let left = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter(|entry| {
+                entry
+                    .as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".batch")
+            })
+            .count();
+        assert_eq!(left, 0, "delivered batches leave the spool");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test(start_paused = true)]
