@@ -158,6 +158,7 @@ def main():
     parser.add_argument("--series", type=int, default=1000, help="series per target (targets.py's SERIES)")
     parser.add_argument("--interval-s", type=int, default=1, help="scrape interval, whole seconds")
     parser.add_argument("--no-disk", action="store_true", help="skip the bytes-on-disk measurement")
+    parser.add_argument("--round", type=int, default=1, help="which round of an alternating series this run is (kept in the result)")
     args = parser.parse_args()
 
     os.makedirs(args.workdir, exist_ok=True)
@@ -210,6 +211,7 @@ def main():
                            "samples_stored": result.pop("samples_appended") - 5 * ran})
         result.update({
             "system": args.system,
+            "round": args.round,
             "targets": args.targets,
             "window_s": round(window, 2),
             "cpu_seconds": round(cpu_after - cpu_before, 3),

@@ -1,5 +1,5 @@
 //! The on-disk spool: every batch the writer accepts is on disk before it is sent, and stays
-//! there until the store has acknowledged both its inserts, so a ClickHouse outage or a
+//! there until the store has acknowledged its inserts (series, samples, scrapes), so a ClickHouse outage or a
 //! `kill -9` of epicenter loses nothing that was accepted.
 //!
 //! Layout (`storage.spool.path`): one file per batch, `<sequence>.batch` (20 digits, so name
@@ -322,6 +322,11 @@ impl Spool {
         Ok(dropped)
     }
 
+    /// Whether batch `sequence` is still waiting (not delivered, not dropped).
+    pub fn holds(&self, sequence: u64) -> bool {
+        self.queued.iter().any(|(queued, _, _)| *queued == sequence)
+    }
+
     /// The sequence of the oldest batch waiting, without reading it.
     pub fn front(&self) -> Option<u64> {
         self.queued.front().map(|(sequence, _, _)| *sequence)
@@ -461,6 +466,36 @@ mod tests {
         let mut more = batch(4, 10);
         spool.append(&mut more).unwrap();
         assert_eq!(more.sequence, 3);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// The record on disk, byte for byte as the format says (module doc): magic, CRC-32 of
+    /// the rest, the six counts and lengths, the three payloads.
+    #[test]
+    fn a_record_is_laid_out_as_documented() {
+        let dir = std::env::temp_dir().join(format!("epicenter-spool-layout-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
+        let mut spooled = SpooledBatch {
+            sequence: 0,
+            sample_rows: 2,
+            samples: b"samples!".to_vec(),
+            series_rows: 1,
+            series: b"series".to_vec(),
+            scrape_rows: 3,
+            scrapes: b"scr".to_vec(),
+        };
+        spool.append(&mut spooled).unwrap();
+        let mut rest = Vec::new();
+        for number in [2u64, 8, 1, 6, 3, 3] {
+            rest.extend_from_slice(&number.to_le_bytes());
+        }
+        rest.extend_from_slice(b"samples!seriesscr");
+        let mut expected = b"EPSPOOL2".to_vec();
+        expected.extend_from_slice(&crc32fast::hash(&rest).to_le_bytes());
+        expected.extend_from_slice(&rest);
+        assert_eq!(fs::read(dir.join("00000000000000000000.batch")).unwrap(), expected);
+        assert_eq!(spool.backlog(), (1, expected.len() as u64));
         let _ = fs::remove_dir_all(&dir);
     }
 

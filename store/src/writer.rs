@@ -266,7 +266,7 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// spool's batches in order, each under its spool token (stored once however often it is
 /// sent; the batch spooled last is taken from memory when it is next, older ones are read
 /// back from disk), retrying a retryable failure with exponential backoff and jitter (200 ms doubling
-/// to 10 s) for as long as the spool holds it; every insert has [`INSERT_TIMEOUT`]. A batch
+/// to 10 s) for as long as the spool holds it (a batch the spool drops meanwhile is not sent); every insert has [`INSERT_TIMEOUT`]. A batch
 /// leaves the spool when all its inserts succeeded, or when the store refused it as bad data
 /// (counted failed). When `inbox` closes, the last batch is spooled and delivery goes on for
 /// at most [`DRAIN_TIMEOUT`].
@@ -316,9 +316,11 @@ pub async fn run_spooled_writer<S: Sink>(
     let _ = delivery.await;
 }
 
-/// The batch spooled last, kept in memory as well: when it is the next to deliver (no
-/// backlog), delivery takes it from here instead of reading back from disk what was just
-/// written. At most one batch; the disk copy stays the one that counts until acknowledged.
+/// The batch spooled last, kept in memory as well while at most one other batch waits before
+/// it: when it is the next to deliver, delivery takes it from here instead of reading back
+/// from disk what was just written. At most one batch (behind a longer backlog none: it is
+/// read from disk when its turn comes); the disk copy stays the one that counts until
+/// acknowledged.
 type LastSpooled = Arc<std::sync::Mutex<Option<SpooledBatch>>>;
 
 /// Appends `batch` to the spool on the blocking pool and keeps it as the last spooled;
@@ -339,10 +341,11 @@ async fn spool_batch(spool: &Arc<std::sync::Mutex<Spool>>, last: &LastSpooled, b
     let appended = tokio::task::spawn_blocking(move || match spool.lock() {
         Ok(mut spool) => {
             let appended = spool.append(&mut spooled).map_err(|error| error.to_string());
-            if appended.is_ok() {
-                if let Ok(mut last) = last.lock() {
-                    *last = Some(spooled);
-                }
+            // Kept when it is next or the one after (delivery is busy with one at most):
+            // behind a longer backlog it would wait in memory for the whole outage.
+            let soon = appended.is_ok() && spool.backlog().0 <= 2;
+            if let Ok(mut last) = last.lock() {
+                *last = soon.then_some(spooled);
             }
             appended
         }
@@ -393,7 +396,7 @@ async fn deliver<S: Sink>(
     stats: Arc<WriterStats>,
 ) {
     let mut give_up_at: Option<Instant> = None;
-    loop {
+    'batches: loop {
         let last = last.clone();
         let oldest = move |spool: &mut Spool| {
             let front = spool.front()?;
@@ -506,6 +509,17 @@ async fn deliver<S: Sink>(
                         tokio::time::sleep(delay.mul_f64(1.0 + jitter)).await;
                         delay = (delay * 2).min(Duration::from_secs(10));
                         attempt += 1;
+                        // A long outage: the spool may have dropped this batch meanwhile
+                        // (`max_size`, `max_age`; counted there). It is not sent after that.
+                        let sequence = batch.sequence;
+                        if with_spool(&spool, move |spool| spool.holds(sequence)).await == Some(false) {
+                            tracing::warn!(
+                                ?table,
+                                sequence,
+                                "the spool dropped this batch while its insert was being retried (storage.spool.max_size or max_age): it is no longer sent"
+                            );
+                            continue 'batches;
+                        }
                     }
                 }
             }
@@ -693,10 +707,12 @@ mod tests {
     struct TokenRecorder {
         writes: Mutex<Vec<(Table, String, usize)>>,
         failures: AtomicU64,
+        attempts: AtomicU64,
     }
 
     impl Sink for TokenRecorder {
         async fn write(self: Arc<Self>, table: Table, data: Arc<Vec<u8>>, token: Arc<str>) -> Result<u64, SinkError> {
+            self.attempts.fetch_add(1, Ordering::SeqCst);
             if self.failures.load(Ordering::SeqCst) > 0 {
                 self.failures.fetch_sub(1, Ordering::SeqCst);
                 return Err(SinkError {
@@ -770,6 +786,64 @@ mod tests {
             })
             .count();
         assert_eq!(left, 0, "delivered batches leave the spool");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A batch the spool drops (here `max_size`) while its insert is being retried is not
+    /// sent once the store is back: it was counted dropped, and must not be stored as well.
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_the_spool_dropped_during_retries_is_not_sent() {
+        let dir = std::env::temp_dir().join(format!("epicenter-writer-dropped-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let spool = Spool::open(&crate::spool::SpoolConfig {
+            path: dir.clone(),
+            // Every batch is larger: each append drops all but the newest.
+            max_size: ByteSize(1),
+            max_age: Duration::from_secs(3600),
+            fsync: false,
+        })
+        .unwrap();
+        let tokens: Vec<String> = (0..2).map(|sequence| spool.token(sequence)).collect();
+        let sink = Arc::new(TokenRecorder::default());
+        sink.failures.store(u64::MAX, Ordering::SeqCst);
+        let stats = Arc::new(WriterStats::default());
+        let (sender, inbox) = mpsc::channel(16);
+        let writer = tokio::spawn(run_spooled_writer(
+            sink.clone(),
+            limits(1, 1000),
+            inbox,
+            stats.clone(),
+            spool,
+        ));
+        sender.send(outcome(3)).await.unwrap();
+        // Batch 0's first insert fails; its retry waits at least 200 ms, while the steps
+        // below take a few (paused) milliseconds.
+        while sink.attempts.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        sender.send(outcome(5)).await.unwrap();
+        while stats.spool_dropped_rows.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(
+            sink.attempts.load(Ordering::SeqCst),
+            1,
+            "batch 0 was dropped before its retry"
+        );
+        sink.failures.store(0, Ordering::SeqCst);
+        drop(sender);
+        writer.await.unwrap();
+        let delivered: Vec<String> = sink
+            .writes
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(table, _, _)| *table == Table::SampleValues)
+            .map(|(_, token, _)| token.clone())
+            .collect();
+        assert_eq!(delivered, [tokens[1].clone()]);
+        assert_eq!(stats.sample_rows_written.load(Ordering::SeqCst), 5);
+        assert_eq!(stats.spool_dropped_rows.load(Ordering::SeqCst), 3);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
