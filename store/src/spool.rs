@@ -13,8 +13,9 @@
 //! scrapes) is read too, its samples split into values and series on the way. A record whose checksum fails is set
 //! aside as `<sequence>.corrupt` with a log line, never sent.
 //!
-//! The spool is bounded by `max_size` bytes: past it, the oldest batches are dropped, each
-//! with a log line and counted (`epicenter_spool_dropped_rows_total`), never silently.
+//! The spool is bounded by `max_size` bytes: past it, the oldest batches are dropped (not the
+//! newest, nor the one being delivered), each with a log line and counted
+//! (`epicenter_spool_dropped_rows_total`), never silently.
 //! Blocking file I/O: call it from the blocking pool.
 
 use std::fs;
@@ -149,6 +150,10 @@ pub struct Spool {
     _lock: nix::fcntl::Flock<fs::File>,
     bytes: u64,
     next: u64,
+    /// The batch delivery is sending ([`Spool::claim_front`]): not dropped for `max_size` or
+    /// `max_age` while it is (the spool may exceed `max_size` by it), so what a retry through
+    /// an outage finally stores is never also counted dropped, and its `series` rows arrive.
+    delivering: Option<u64>,
 }
 
 /// A spool failure, naming the file.
@@ -237,6 +242,7 @@ impl Spool {
             _lock: lock,
             bytes,
             next,
+            delivering: None,
         })
     }
 
@@ -256,7 +262,8 @@ impl Spool {
 
     /// Appends a batch (it gets the next sequence) and returns the sequences and sample rows
     /// of batches dropped to stay under `max_size` or `max_age` (oldest first; the new batch
-    /// is kept even if it alone is larger). Errors (disk full, permissions) leave the spool
+    /// is kept even if it alone is larger, and so is the one being delivered,
+    /// [`Spool::claim_front`]). Errors (disk full, permissions) leave the spool
     /// as it was.
     pub fn append(&mut self, batch: &mut SpooledBatch) -> Result<Vec<(u64, u64)>, SpoolError> {
         batch.sequence = self.next;
@@ -308,10 +315,14 @@ impl Spool {
         let mut dropped = Vec::new();
         let max_age = self.max_age;
         let too_old = |written: SystemTime| now.duration_since(written).is_ok_and(|age| age > max_age);
-        while self.queued.len() > 1 {
-            let Some((sequence, _, written)) = self.queued.front().copied() else {
-                break;
-            };
+        // Oldest first, never the newest nor the one being delivered.
+        let mut at = 0;
+        while at + 1 < self.queued.len() {
+            let (sequence, _, written) = self.queued[at];
+            if self.delivering == Some(sequence) {
+                at += 1;
+                continue;
+            }
             if self.bytes <= self.max_size && !too_old(written) {
                 break;
             }
@@ -322,9 +333,12 @@ impl Spool {
         Ok(dropped)
     }
 
-    /// Whether batch `sequence` is still waiting (not delivered, not dropped).
-    pub fn holds(&self, sequence: u64) -> bool {
-        self.queued.iter().any(|(queued, _, _)| *queued == sequence)
+    /// The sequence of the oldest batch waiting, marked as the one being delivered: until it
+    /// is removed it is not dropped for `max_size` or `max_age`.
+    pub fn claim_front(&mut self) -> Option<u64> {
+        let front = self.front()?;
+        self.delivering = Some(front);
+        Some(front)
     }
 
     /// The sequence of the oldest batch waiting, without reading it.
@@ -405,6 +419,9 @@ impl Spool {
     }
 
     fn forget(&mut self, sequence: u64) {
+        if self.delivering == Some(sequence) {
+            self.delivering = None;
+        }
         if let Some(at) = self.queued.iter().position(|(queued, _, _)| *queued == sequence) {
             if let Some((_, size, _)) = self.queued.remove(at) {
                 self.bytes -= size;

@@ -266,7 +266,7 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// spool's batches in order, each under its spool token (stored once however often it is
 /// sent; the batch spooled last is taken from memory when it is next, older ones are read
 /// back from disk), retrying a retryable failure with exponential backoff and jitter (200 ms doubling
-/// to 10 s) for as long as the spool holds it (a batch the spool drops meanwhile is not sent); every insert has [`INSERT_TIMEOUT`]. A batch
+/// to 10 s) for as long as the spool holds it (the spool does not drop the batch being delivered); every insert has [`INSERT_TIMEOUT`]. A batch
 /// leaves the spool when all its inserts succeeded, or when the store refused it as bad data
 /// (counted failed). When `inbox` closes, the last batch is spooled and delivery goes on for
 /// at most [`DRAIN_TIMEOUT`].
@@ -396,10 +396,10 @@ async fn deliver<S: Sink>(
     stats: Arc<WriterStats>,
 ) {
     let mut give_up_at: Option<Instant> = None;
-    'batches: loop {
+    loop {
         let last = last.clone();
         let oldest = move |spool: &mut Spool| {
-            let front = spool.front()?;
+            let front = spool.claim_front()?;
             let kept = last
                 .lock()
                 .ok()
@@ -509,17 +509,6 @@ async fn deliver<S: Sink>(
                         tokio::time::sleep(delay.mul_f64(1.0 + jitter)).await;
                         delay = (delay * 2).min(Duration::from_secs(10));
                         attempt += 1;
-                        // A long outage: the spool may have dropped this batch meanwhile
-                        // (`max_size`, `max_age`; counted there). It is not sent after that.
-                        let sequence = batch.sequence;
-                        if with_spool(&spool, move |spool| spool.holds(sequence)).await == Some(false) {
-                            tracing::warn!(
-                                ?table,
-                                sequence,
-                                "the spool dropped this batch while its insert was being retried (storage.spool.max_size or max_age): it is no longer sent"
-                            );
-                            continue 'batches;
-                        }
                     }
                 }
             }
@@ -710,6 +699,15 @@ mod tests {
         attempts: AtomicU64,
     }
 
+    impl TokenRecorder {
+        /// The accepted `sample_values` writes: token and bytes, in order.
+        fn sample_writes(&self) -> Vec<(String, usize)> {
+            let writes = self.writes.lock().unwrap();
+            let samples = writes.iter().filter(|(table, _, _)| *table == Table::SampleValues);
+            samples.map(|(_, token, bytes)| (token.clone(), *bytes)).collect()
+        }
+    }
+
     impl Sink for TokenRecorder {
         async fn write(self: Arc<Self>, table: Table, data: Arc<Vec<u8>>, token: Arc<str>) -> Result<u64, SinkError> {
             self.attempts.fetch_add(1, Ordering::SeqCst);
@@ -725,126 +723,115 @@ mod tests {
         }
     }
 
+    /// A spooled writer under test and what a test reads back.
+    struct SpooledRun {
+        /// Its spool's settings (a fresh directory).
+        config: crate::spool::SpoolConfig,
+        /// The tokens of the spool's first batches.
+        tokens: Vec<String>,
+        sink: Arc<TokenRecorder>,
+        stats: Arc<WriterStats>,
+        sender: mpsc::Sender<ScrapeOutcome>,
+        writer: tokio::task::JoinHandle<()>,
+    }
+
+    /// A spooled writer over a fresh spool in `name` (under the temp directory) of at most
+    /// `max_size` bytes, flushing every outcome as a batch, writing to a [`TokenRecorder`]
+    /// that fails its first `failures` writes; `tokens` holds its first `batches` tokens.
+    fn spooled_writer(name: &str, max_size: u64, failures: u64, batches: u64) -> SpooledRun {
+        let dir = std::env::temp_dir().join(format!("epicenter-writer-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let config = crate::spool::SpoolConfig {
+            path: dir,
+            max_size: ByteSize(max_size),
+            max_age: Duration::from_secs(3600),
+            fsync: false,
+        };
+        let spool = Spool::open(&config).unwrap();
+        let tokens = (0..batches).map(|sequence| spool.token(sequence)).collect();
+        let sink = Arc::new(TokenRecorder::default());
+        sink.failures.store(failures, Ordering::SeqCst);
+        let stats = Arc::new(WriterStats::default());
+        let (sender, inbox) = mpsc::channel(16);
+        let writer = tokio::spawn(run_spooled_writer(
+            sink.clone(),
+            limits(1, 1000),
+            inbox,
+            stats.clone(),
+            spool,
+        ));
+        SpooledRun {
+            config,
+            tokens,
+            sink,
+            stats,
+            sender,
+            writer,
+        }
+    }
+
     /// Delivery takes the batch spooled last from memory when it is next, and the others
     /// from disk: with a backlog (the store failing at first) and without, every batch
     /// reaches the store once, in spool order, with its own bytes.
     #[tokio::test(start_paused = true)]
     async fn spooled_batches_arrive_once_each_in_order_with_or_without_a_backlog() {
-        let dir = std::env::temp_dir().join(format!("epicenter-writer-spool-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let spool = Spool::open(&crate::spool::SpoolConfig {
-            path: dir.clone(),
-            max_size: ByteSize(1 << 30),
-            max_age: Duration::from_secs(3600),
-            fsync: false,
-        })
-        .unwrap();
-        let tokens: Vec<String> = (0..6).map(|sequence| spool.token(sequence)).collect();
-        let sink = Arc::new(TokenRecorder::default());
-        sink.failures.store(4, Ordering::SeqCst);
-        let stats = Arc::new(WriterStats::default());
-        let (sender, inbox) = mpsc::channel(16);
-        let writer = tokio::spawn(run_spooled_writer(
-            sink.clone(),
-            limits(1, 1000),
-            inbox,
-            stats.clone(),
-            spool,
-        ));
+        let run = spooled_writer("order", 1 << 30, 4, 6);
         for rows in 1..=6 {
-            sender.send(outcome(rows)).await.unwrap();
+            run.sender.send(outcome(rows)).await.unwrap();
         }
-        drop(sender);
-        writer.await.unwrap();
+        drop(run.sender);
+        run.writer.await.unwrap();
         // A `sample_values` row of `up`: the metric (1-byte length, 2 bytes), the series
         // id, the time and the value (8 bytes each).
         let row_bytes = 1 + 2 + 8 + 8 + 8;
-        let samples: Vec<(String, usize)> = sink
-            .writes
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(table, _, _)| *table == Table::SampleValues)
-            .map(|(_, token, bytes)| (token.clone(), *bytes))
-            .collect();
-        let expected: Vec<(String, usize)> = tokens
+        let samples = run.sink.sample_writes();
+        let expected: Vec<(String, usize)> = run
+            .tokens
             .iter()
             .zip(1..=6)
             .map(|(token, rows)| (token.clone(), rows * row_bytes))
             .collect();
         assert_eq!(samples, expected);
-        assert_eq!(stats.sample_rows_written.load(Ordering::SeqCst), 21);
-        let left = std::fs::read_dir(&dir)
-            .unwrap()
-            .filter(|entry| {
-                entry
-                    .as_ref()
-                    .unwrap()
-                    .file_name()
-                    .to_string_lossy()
-                    .ends_with(".batch")
-            })
-            .count();
-        assert_eq!(left, 0, "delivered batches leave the spool");
-        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(run.stats.sample_rows_written.load(Ordering::SeqCst), 21);
+        assert_eq!(
+            Spool::open(&run.config).unwrap().backlog(),
+            (0, 0),
+            "delivered batches leave the spool"
+        );
+        let _ = std::fs::remove_dir_all(&run.config.path);
     }
 
-    /// A batch the spool drops (here `max_size`) while its insert is being retried is not
-    /// sent once the store is back: it was counted dropped, and must not be stored as well.
+    /// Through an outage past `max_size` the spool drops the oldest batches waiting, but not
+    /// the one delivery is retrying: that one is stored when the store is back, the dropped
+    /// one is not, and each is counted once (written or dropped).
     #[tokio::test(start_paused = true)]
-    async fn a_batch_the_spool_dropped_during_retries_is_not_sent() {
-        let dir = std::env::temp_dir().join(format!("epicenter-writer-dropped-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let spool = Spool::open(&crate::spool::SpoolConfig {
-            path: dir.clone(),
-            // Every batch is larger: each append drops all but the newest.
-            max_size: ByteSize(1),
-            max_age: Duration::from_secs(3600),
-            fsync: false,
-        })
-        .unwrap();
-        let tokens: Vec<String> = (0..2).map(|sequence| spool.token(sequence)).collect();
-        let sink = Arc::new(TokenRecorder::default());
-        sink.failures.store(u64::MAX, Ordering::SeqCst);
-        let stats = Arc::new(WriterStats::default());
-        let (sender, inbox) = mpsc::channel(16);
-        let writer = tokio::spawn(run_spooled_writer(
-            sink.clone(),
-            limits(1, 1000),
-            inbox,
-            stats.clone(),
-            spool,
-        ));
-        sender.send(outcome(3)).await.unwrap();
+    async fn the_batch_being_retried_is_not_dropped_and_older_waiting_ones_are() {
+        // Every batch is larger than `max_size`: each append drops all it may.
+        let run = spooled_writer("dropped", 1, u64::MAX, 3);
+        run.sender.send(outcome(3)).await.unwrap();
         // Batch 0's first insert fails; its retry waits at least 200 ms, while the steps
         // below take a few (paused) milliseconds.
-        while sink.attempts.load(Ordering::SeqCst) == 0 {
+        while run.sink.attempts.load(Ordering::SeqCst) == 0 {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        sender.send(outcome(5)).await.unwrap();
-        while stats.spool_dropped_rows.load(Ordering::SeqCst) == 0 {
+        run.sender.send(outcome(5)).await.unwrap();
+        run.sender.send(outcome(7)).await.unwrap();
+        while run.stats.spool_dropped_rows.load(Ordering::SeqCst) == 0 {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         assert_eq!(
-            sink.attempts.load(Ordering::SeqCst),
+            run.sink.attempts.load(Ordering::SeqCst),
             1,
-            "batch 0 was dropped before its retry"
+            "batch 1 was dropped before batch 0's retry"
         );
-        sink.failures.store(0, Ordering::SeqCst);
-        drop(sender);
-        writer.await.unwrap();
-        let delivered: Vec<String> = sink
-            .writes
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(table, _, _)| *table == Table::SampleValues)
-            .map(|(_, token, _)| token.clone())
-            .collect();
-        assert_eq!(delivered, [tokens[1].clone()]);
-        assert_eq!(stats.sample_rows_written.load(Ordering::SeqCst), 5);
-        assert_eq!(stats.spool_dropped_rows.load(Ordering::SeqCst), 3);
-        let _ = std::fs::remove_dir_all(&dir);
+        run.sink.failures.store(0, Ordering::SeqCst);
+        drop(run.sender);
+        run.writer.await.unwrap();
+        let delivered: Vec<String> = run.sink.sample_writes().into_iter().map(|(token, _)| token).collect();
+        assert_eq!(delivered, [run.tokens[0].clone(), run.tokens[2].clone()]);
+        assert_eq!(run.stats.sample_rows_written.load(Ordering::SeqCst), 3 + 7);
+        assert_eq!(run.stats.spool_dropped_rows.load(Ordering::SeqCst), 5);
+        let _ = std::fs::remove_dir_all(&run.config.path);
     }
 
     #[tokio::test(start_paused = true)]
