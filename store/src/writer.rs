@@ -281,10 +281,12 @@ pub async fn run_spooled_writer<S: Sink>(
     let wake = Arc::new(tokio::sync::Notify::new());
     let (closing, closed) = tokio::sync::watch::channel(false);
     let last = Arc::new(std::sync::Mutex::new(None));
+    let noted = NotedSeries::default();
     let delivery = tokio::spawn(deliver(
         sink,
         spool.clone(),
         last.clone(),
+        noted.clone(),
         wake.clone(),
         closed,
         stats.clone(),
@@ -304,7 +306,7 @@ pub async fn run_spooled_writer<S: Sink>(
         };
         let due = !open || batch.is_full(&limits) || deadline.is_some_and(|deadline| Instant::now() >= deadline);
         if due && batch.sample_rows + batch.scrape_rows > 0 {
-            spool_batch(&spool, &last, batch.take(), &stats).await;
+            spool_batch(&spool, &last, &noted, batch.take(), &stats).await;
             wake.notify_one();
         }
         if !open {
@@ -323,9 +325,28 @@ pub async fn run_spooled_writer<S: Sink>(
 /// acknowledged.
 type LastSpooled = Arc<std::sync::Mutex<Option<SpooledBatch>>>;
 
+/// Per spooled batch (by sequence) still waiting, the series whose `series` rows it holds: a
+/// batch the spool drops, or whose `series` rows the store refuses, re-arms them, so the
+/// series' next samples carry their rows again (as [`run_writer`] does for a lost batch). Not
+/// kept across restarts, after which every series writes its row again anyway.
+type NotedSeries = Arc<std::sync::Mutex<std::collections::HashMap<u64, Vec<Arc<crate::rows::Series>>>>>;
+
+/// Re-arms the series batch `sequence` held `series` rows for (see [`NotedSeries`]).
+fn rearm(noted: &NotedSeries, sequence: u64) {
+    if let Some(series) = noted.lock().ok().and_then(|mut noted| noted.remove(&sequence)) {
+        series.iter().for_each(|series| series.forget_series_row());
+    }
+}
+
 /// Appends `batch` to the spool on the blocking pool and keeps it as the last spooled;
 /// counts and logs what the spool drops.
-async fn spool_batch(spool: &Arc<std::sync::Mutex<Spool>>, last: &LastSpooled, batch: Batch, stats: &WriterStats) {
+async fn spool_batch(
+    spool: &Arc<std::sync::Mutex<Spool>>,
+    last: &LastSpooled,
+    noted_by_batch: &NotedSeries,
+    batch: Batch,
+    stats: &WriterStats,
+) {
     let rows = batch.sample_rows;
     let noted = batch.series_noted;
     let mut spooled = SpooledBatch {
@@ -341,21 +362,28 @@ async fn spool_batch(spool: &Arc<std::sync::Mutex<Spool>>, last: &LastSpooled, b
     let appended = tokio::task::spawn_blocking(move || match spool.lock() {
         Ok(mut spool) => {
             let appended = spool.append(&mut spooled).map_err(|error| error.to_string());
+            let sequence = spooled.sequence;
             // Kept when it is next or the one after (delivery is busy with one at most):
             // behind a longer backlog it would wait in memory for the whole outage.
             let soon = appended.is_ok() && spool.backlog().0 <= 2;
             if let Ok(mut last) = last.lock() {
                 *last = soon.then_some(spooled);
             }
-            appended
+            appended.map(|dropped| (sequence, dropped))
         }
         Err(_) => Err("the spool's lock is poisoned".to_string()),
     })
     .await
     .unwrap_or_else(|error| Err(format!("spool task failed: {error}")));
     match appended {
-        Ok(dropped) => {
+        Ok((sequence, dropped)) => {
+            if !noted.is_empty() {
+                if let Ok(mut noted_by_batch) = noted_by_batch.lock() {
+                    noted_by_batch.insert(sequence, noted);
+                }
+            }
             for (sequence, dropped_rows) in dropped {
+                rearm(noted_by_batch, sequence);
                 stats.spool_dropped_rows.fetch_add(dropped_rows, Ordering::Relaxed);
                 tracing::error!(
                     sequence,
@@ -391,6 +419,7 @@ async fn deliver<S: Sink>(
     sink: Arc<S>,
     spool: Arc<std::sync::Mutex<Spool>>,
     last: LastSpooled,
+    noted: NotedSeries,
     wake: Arc<tokio::sync::Notify>,
     mut closed: tokio::sync::watch::Receiver<bool>,
     stats: Arc<WriterStats>,
@@ -486,8 +515,12 @@ async fn deliver<S: Sink>(
                     }
                     Err(error) if !error.retryable => {
                         tracing::error!(?table, rows, sequence = batch.sequence, error = %error.message, "the store refused a spooled batch; it is dropped");
-                        if table == Table::SampleValues {
-                            stats.sample_rows_failed.fetch_add(rows, Ordering::Relaxed);
+                        match table {
+                            Table::SampleValues => {
+                                stats.sample_rows_failed.fetch_add(rows, Ordering::Relaxed);
+                            }
+                            Table::Series => rearm(&noted, batch.sequence),
+                            _ => {}
                         }
                         break;
                     }
@@ -515,6 +548,9 @@ async fn deliver<S: Sink>(
         }
         stats.batches_flushed.fetch_add(1, Ordering::Relaxed);
         let sequence = batch.sequence;
+        if let Ok(mut noted) = noted.lock() {
+            noted.remove(&sequence);
+        }
         with_spool(&spool, move |spool| spool.remove(sequence)).await;
     }
 }
@@ -550,11 +586,18 @@ mod tests {
     }
 
     fn outcome(rows: usize) -> ScrapeOutcome {
-        let series = Series::new("up".into(), Default::default(), &Default::default());
+        outcome_of(
+            &Arc::new(Series::new("up".into(), Default::default(), &Default::default())),
+            rows,
+        )
+    }
+
+    /// An outcome of `rows` samples of `series` (the same `Arc`, as a scrape cache gives).
+    fn outcome_of(series: &Arc<Series>, rows: usize) -> ScrapeOutcome {
         let row = SampleRow {
             timestamp_ms: 1,
             value: 1.0,
-            series: Arc::new(series),
+            series: series.clone(),
         };
         ScrapeOutcome {
             rows: vec![row; rows],
@@ -831,6 +874,44 @@ mod tests {
         assert_eq!(delivered, [run.tokens[0].clone(), run.tokens[2].clone()]);
         assert_eq!(run.stats.sample_rows_written.load(Ordering::SeqCst), 3 + 7);
         assert_eq!(run.stats.spool_dropped_rows.load(Ordering::SeqCst), 5);
+        let _ = std::fs::remove_dir_all(&run.config.path);
+    }
+
+    /// A series whose `series` row was in a batch the spool dropped writes its row again with
+    /// its next sample, so its labels reach the store within the hour.
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_batch_rearms_the_series_rows_it_held() {
+        let series = |name: &str| Arc::new(Series::new(name.into(), Default::default(), &Default::default()));
+        let (first, dropped, other) = (series("a"), series("b"), series("c"));
+        let run = spooled_writer("rearm", 1, u64::MAX, 4);
+        run.sender.send(outcome_of(&first, 1)).await.unwrap();
+        while run.sink.attempts.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // Batch 1 holds `b`'s row; batch 2's append drops it (batch 0 is being delivered).
+        run.sender.send(outcome_of(&dropped, 1)).await.unwrap();
+        run.sender.send(outcome_of(&other, 1)).await.unwrap();
+        while run.stats.spool_dropped_rows.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // `b` again: batch 3 carries its row (batch 2, `c`, is dropped in turn).
+        run.sender.send(outcome_of(&dropped, 1)).await.unwrap();
+        while run.stats.spool_dropped_rows.load(Ordering::SeqCst) < 2 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        run.sink.failures.store(0, Ordering::SeqCst);
+        drop(run.sender);
+        run.writer.await.unwrap();
+        let series_rows: Vec<String> = run
+            .sink
+            .writes
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(table, _, _)| *table == Table::Series)
+            .map(|(_, token, _)| token.clone())
+            .collect();
+        assert_eq!(series_rows, [run.tokens[0].clone(), run.tokens[3].clone()]);
         let _ = std::fs::remove_dir_all(&run.config.path);
     }
 
