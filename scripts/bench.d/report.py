@@ -115,10 +115,15 @@ if os.path.exists(path("ingest.jsonl")):
          "scrapes ran / recorded skipped / scheduled | samples stored | peak RSS MiB | "
          "peak RSS GiB per 1M active series |")
     emit("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    def cpu_per_million_samples(rounds):
+        """CPU-s per million samples over `rounds` of one system at one load."""
+        samples = sum(run["samples_scraped"] for run in rounds)
+        return sum(run["cpu_seconds"] for run in rounds) / samples * 1e6 if samples else float("nan")
+
     by_load = {}
     for run in runs:  # in the order they ran
         per_second = run["samples_scraped"] / run["window_s"]
-        per_million = run["cpu_seconds"] / run["samples_scraped"] * 1e6 if run["samples_scraped"] else float("nan")
+        per_million = cpu_per_million_samples([run])
         by_load.setdefault(run["targets"], {}).setdefault(run["system"], []).append(run)
         emit(f"| {run['targets']} | {run['system']} | {run.get('round', 1)} | {run['window_s']:.0f} | {per_second:,.0f} | "
              f"{run['cpu_seconds'] / run['window_s']:.2f} | {per_million:.2f} | "
@@ -128,19 +133,15 @@ if os.path.exists(path("ingest.jsonl")):
              f"{run['peak_rss_bytes'] / 1073741824 / (run['targets'] * 1000 / 1e6):.1f} |")
     emit("")
 
-    def per_million(rounds):
-        samples = sum(run["samples_scraped"] for run in rounds)
-        return sum(run["cpu_seconds"] for run in rounds) / samples * 1e6 if samples else float("nan")
-
     for load, pair in sorted(by_load.items()):
         if "epicenter" in pair and "prometheus" in pair:
             mine, theirs = pair["epicenter"], pair["prometheus"]
-            cost = per_million(mine) / per_million(theirs)
+            cost = cpu_per_million_samples(mine) / cpu_per_million_samples(theirs)
             rss = max(run["peak_rss_bytes"] for run in mine) / max(max(run["peak_rss_bytes"] for run in theirs), 1)
             rounds = sorted({run.get("round", 1) for run in mine} & {run.get("round", 1) for run in theirs})
             each = ", ".join(
-                ratio_text(per_million([run for run in mine if run.get("round", 1) == number])
-                           / per_million([run for run in theirs if run.get("round", 1) == number]))
+                ratio_text(cpu_per_million_samples([run for run in mine if run.get("round", 1) == number])
+                           / cpu_per_million_samples([run for run in theirs if run.get("round", 1) == number]))
                 for number in rounds)
             emit(f"- {load} targets: epicenter spends **{ratio_text(cost)}** Prometheus's CPU per "
                  f"sample ({len(mine)} and {len(theirs)} rounds; round by round {each}) and holds {ratio_text(rss)} "

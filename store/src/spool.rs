@@ -336,14 +336,9 @@ impl Spool {
     /// The sequence of the oldest batch waiting, marked as the one being delivered: until it
     /// is removed it is not dropped for `max_size` or `max_age`.
     pub fn claim_front(&mut self) -> Option<u64> {
-        let front = self.front()?;
+        let (front, _, _) = *self.queued.front()?;
         self.delivering = Some(front);
         Some(front)
-    }
-
-    /// The sequence of the oldest batch waiting, without reading it.
-    pub fn front(&self) -> Option<u64> {
-        self.queued.front().map(|(sequence, _, _)| *sequence)
     }
 
     /// The oldest batch waiting, read and checked. A batch that fails its checksum is set

@@ -277,20 +277,14 @@ pub async fn run_spooled_writer<S: Sink>(
     stats: Arc<WriterStats>,
     spool: Spool,
 ) {
-    let spool = Arc::new(std::sync::Mutex::new(spool));
+    let shared = Arc::new(std::sync::Mutex::new(Shared {
+        spool,
+        last: None,
+        noted: std::collections::HashMap::new(),
+    }));
     let wake = Arc::new(tokio::sync::Notify::new());
     let (closing, closed) = tokio::sync::watch::channel(false);
-    let last = Arc::new(std::sync::Mutex::new(None));
-    let noted = NotedSeries::default();
-    let delivery = tokio::spawn(deliver(
-        sink,
-        spool.clone(),
-        last.clone(),
-        noted.clone(),
-        wake.clone(),
-        closed,
-        stats.clone(),
-    ));
+    let delivery = tokio::spawn(deliver(sink, shared.clone(), wake.clone(), closed, stats.clone()));
     let mut batch = Batch::default();
     loop {
         let deadline = batch.oldest.map(|oldest| oldest + limits.max_age.0);
@@ -306,7 +300,7 @@ pub async fn run_spooled_writer<S: Sink>(
         };
         let due = !open || batch.is_full(&limits) || deadline.is_some_and(|deadline| Instant::now() >= deadline);
         if due && batch.sample_rows + batch.scrape_rows > 0 {
-            spool_batch(&spool, &last, &noted, batch.take(), &stats).await;
+            spool_batch(&shared, batch.take(), &stats).await;
             wake.notify_one();
         }
         if !open {
@@ -318,35 +312,35 @@ pub async fn run_spooled_writer<S: Sink>(
     let _ = delivery.await;
 }
 
-/// The batch spooled last, kept in memory as well while at most one other batch waits before
-/// it: when it is the next to deliver, delivery takes it from here instead of reading back
-/// from disk what was just written. At most one batch (behind a longer backlog none: it is
-/// read from disk when its turn comes); the disk copy stays the one that counts until
-/// acknowledged.
-type LastSpooled = Arc<std::sync::Mutex<Option<SpooledBatch>>>;
+/// What the batcher and the delivery task of [`run_spooled_writer`] share, under one lock
+/// (taken on the blocking pool: the spool does file I/O).
+struct Shared {
+    spool: Spool,
+    /// The batch spooled last, kept in memory as well while at most one other batch waits
+    /// before it: when it is the next to deliver, delivery takes it from here instead of
+    /// reading back from disk what was just written. Behind a longer backlog none is kept (it
+    /// is read from disk when its turn comes); the disk copy is the one that counts until
+    /// acknowledged.
+    last: Option<SpooledBatch>,
+    /// Per spooled batch (by sequence) still waiting, the series whose `series` rows it holds:
+    /// a batch the spool drops, or whose `series` rows the store refuses, re-arms them, so the
+    /// series' next samples carry their rows again (as [`run_writer`] does for a lost batch).
+    /// Not kept across restarts, after which every series writes its row again anyway.
+    noted: std::collections::HashMap<u64, Vec<Arc<crate::rows::Series>>>,
+}
 
-/// Per spooled batch (by sequence) still waiting, the series whose `series` rows it holds: a
-/// batch the spool drops, or whose `series` rows the store refuses, re-arms them, so the
-/// series' next samples carry their rows again (as [`run_writer`] does for a lost batch). Not
-/// kept across restarts, after which every series writes its row again anyway.
-type NotedSeries = Arc<std::sync::Mutex<std::collections::HashMap<u64, Vec<Arc<crate::rows::Series>>>>>;
-
-/// Re-arms the series batch `sequence` held `series` rows for (see [`NotedSeries`]).
-fn rearm(noted: &NotedSeries, sequence: u64) {
-    if let Some(series) = noted.lock().ok().and_then(|mut noted| noted.remove(&sequence)) {
-        series.iter().for_each(|series| series.forget_series_row());
+impl Shared {
+    /// Re-arms the series batch `sequence` held `series` rows for (see [`Shared::noted`]).
+    fn rearm(&mut self, sequence: u64) {
+        for series in self.noted.remove(&sequence).unwrap_or_default() {
+            series.forget_series_row();
+        }
     }
 }
 
 /// Appends `batch` to the spool on the blocking pool and keeps it as the last spooled;
 /// counts and logs what the spool drops.
-async fn spool_batch(
-    spool: &Arc<std::sync::Mutex<Spool>>,
-    last: &LastSpooled,
-    noted_by_batch: &NotedSeries,
-    batch: Batch,
-    stats: &WriterStats,
-) {
+async fn spool_batch(shared: &Arc<std::sync::Mutex<Shared>>, batch: Batch, stats: &WriterStats) {
     let rows = batch.sample_rows;
     let noted = batch.series_noted;
     let mut spooled = SpooledBatch {
@@ -358,32 +352,25 @@ async fn spool_batch(
         scrape_rows: batch.scrape_rows,
         scrapes: batch.scrapes,
     };
-    let (spool, last) = (spool.clone(), last.clone());
-    let appended = tokio::task::spawn_blocking(move || match spool.lock() {
-        Ok(mut spool) => {
-            let appended = spool.append(&mut spooled).map_err(|error| error.to_string());
-            let sequence = spooled.sequence;
-            // Kept when it is next or the one after (delivery is busy with one at most):
-            // behind a longer backlog it would wait in memory for the whole outage.
-            let soon = appended.is_ok() && spool.backlog().0 <= 2;
-            if let Ok(mut last) = last.lock() {
-                *last = soon.then_some(spooled);
-            }
-            appended.map(|dropped| (sequence, dropped))
+    // The series noted go in with the batch, under the same lock: delivery may take it the
+    // moment the lock is released.
+    let kept = noted.clone();
+    let appended = with_shared(shared, move |shared| {
+        let dropped = shared.spool.append(&mut spooled).map_err(|error| error.to_string())?;
+        if !kept.is_empty() {
+            shared.noted.insert(spooled.sequence, kept);
         }
-        Err(_) => Err("the spool's lock is poisoned".to_string()),
+        dropped.iter().for_each(|(sequence, _)| shared.rearm(*sequence));
+        // Kept when it is next or the one after (delivery is busy with one at most):
+        // behind a longer backlog it would wait in memory for the whole outage.
+        shared.last = (shared.spool.backlog().0 <= 2).then_some(spooled);
+        Ok(dropped)
     })
     .await
-    .unwrap_or_else(|error| Err(format!("spool task failed: {error}")));
+    .unwrap_or_else(|| Err("the spool's lock is poisoned, or its task failed".to_string()));
     match appended {
-        Ok((sequence, dropped)) => {
-            if !noted.is_empty() {
-                if let Ok(mut noted_by_batch) = noted_by_batch.lock() {
-                    noted_by_batch.insert(sequence, noted);
-                }
-            }
+        Ok(dropped) => {
             for (sequence, dropped_rows) in dropped {
-                rearm(noted_by_batch, sequence);
                 stats.spool_dropped_rows.fetch_add(dropped_rows, Ordering::Relaxed);
                 tracing::error!(
                     sequence,
@@ -402,13 +389,14 @@ async fn spool_batch(
     }
 }
 
-/// Runs `operation` on the locked spool on the blocking pool.
-async fn with_spool<T: Send + 'static>(
-    spool: &Arc<std::sync::Mutex<Spool>>,
-    operation: impl FnOnce(&mut Spool) -> T + Send + 'static,
+/// Runs `operation` on the locked shared state on the blocking pool (None: the lock is
+/// poisoned or the task failed).
+async fn with_shared<T: Send + 'static>(
+    shared: &Arc<std::sync::Mutex<Shared>>,
+    operation: impl FnOnce(&mut Shared) -> T + Send + 'static,
 ) -> Option<T> {
-    let spool = spool.clone();
-    tokio::task::spawn_blocking(move || spool.lock().ok().map(|mut spool| operation(&mut spool)))
+    let shared = shared.clone();
+    tokio::task::spawn_blocking(move || shared.lock().ok().map(|mut shared| operation(&mut shared)))
         .await
         .ok()
         .flatten()
@@ -417,33 +405,26 @@ async fn with_spool<T: Send + 'static>(
 /// The delivery task of [`run_spooled_writer`].
 async fn deliver<S: Sink>(
     sink: Arc<S>,
-    spool: Arc<std::sync::Mutex<Spool>>,
-    last: LastSpooled,
-    noted: NotedSeries,
+    shared: Arc<std::sync::Mutex<Shared>>,
     wake: Arc<tokio::sync::Notify>,
     mut closed: tokio::sync::watch::Receiver<bool>,
     stats: Arc<WriterStats>,
 ) {
     let mut give_up_at: Option<Instant> = None;
     loop {
-        let last = last.clone();
-        let oldest = move |spool: &mut Spool| {
-            let front = spool.claim_front()?;
-            let kept = last
-                .lock()
-                .ok()
-                .and_then(|mut last| last.take_if(|batch| batch.sequence == front));
-            let batch = match kept {
+        let oldest = |shared: &mut Shared| {
+            let front = shared.spool.claim_front()?;
+            let batch = match shared.last.take_if(|batch| batch.sequence == front) {
                 Some(batch) => Ok(batch),
-                None => spool.oldest()?,
+                None => shared.spool.oldest()?,
             };
             let token = batch
                 .as_ref()
-                .map(|batch| spool.token(batch.sequence))
+                .map(|batch| shared.spool.token(batch.sequence))
                 .unwrap_or_default();
             Some((batch, token))
         };
-        let Some(next) = with_spool(&spool, oldest).await else {
+        let Some(next) = with_shared(&shared, oldest).await else {
             return;
         };
         let batch = match next {
@@ -519,7 +500,10 @@ async fn deliver<S: Sink>(
                             Table::SampleValues => {
                                 stats.sample_rows_failed.fetch_add(rows, Ordering::Relaxed);
                             }
-                            Table::Series => rearm(&noted, batch.sequence),
+                            Table::Series => {
+                                let sequence = batch.sequence;
+                                with_shared(&shared, move |shared| shared.rearm(sequence)).await;
+                            }
                             _ => {}
                         }
                         break;
@@ -548,10 +532,11 @@ async fn deliver<S: Sink>(
         }
         stats.batches_flushed.fetch_add(1, Ordering::Relaxed);
         let sequence = batch.sequence;
-        if let Ok(mut noted) = noted.lock() {
-            noted.remove(&sequence);
-        }
-        with_spool(&spool, move |spool| spool.remove(sequence)).await;
+        with_shared(&shared, move |shared| {
+            shared.noted.remove(&sequence);
+            shared.spool.remove(sequence);
+        })
+        .await;
     }
 }
 
