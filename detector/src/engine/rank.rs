@@ -1,0 +1,203 @@
+//! Ranking: every instance with evidence is a candidate, scored on its own anomalies and its
+//! callers' anomalies towards it (docs/detector.md, "Ranking").
+
+use super::*;
+
+impl Detector {
+    /// Whether `instance`'s service is called by no other service (where load enters).
+    pub(super) fn is_entry(&self, instance: &str) -> bool {
+        self.instances.get(instance).is_some_and(|info| {
+            !self.dependencies.is_empty()
+                && !self
+                    .dependencies
+                    .iter()
+                    .any(|dependency| dependency.callee == info.service)
+        })
+    }
+
+    /// The role of the rules reading `metric` (the first that has one).
+    pub(super) fn rule_role(&self, metric: &str) -> Option<Role> {
+        self.rules
+            .iter()
+            .filter(|rule| rule.spec.metric == metric)
+            .find_map(|rule| rule.spec.role)
+    }
+
+    /// Every role the rules gave `instance`: from its own series, and from peers' series whose
+    /// peer value resolves to it (see [`Detector::resolve`]).
+    pub(super) fn roles_of(&self, instance: &str) -> BTreeSet<Role> {
+        self.roles
+            .iter()
+            .filter(|(holder, _)| holder.as_str() == instance || self.resolve(holder).as_deref() == Some(instance))
+            .flat_map(|(_, roles)| roles.iter().copied())
+            .collect()
+    }
+
+    pub(super) fn resolve(&self, peer: &str) -> Option<String> {
+        if self.instances.contains_key(peer) {
+            return Some(peer.to_string());
+        }
+        let host = peer.rsplit_once(':').map_or(peer, |(host, _)| host);
+        self.instances.contains_key(host).then(|| host.to_string())
+    }
+
+    /// Scores every instance that has evidence (see the module docs).
+    pub fn rank(&self, anomalies: &[Anomaly]) -> Vec<Candidate> {
+        let mut own: BTreeMap<&str, (f64, BTreeSet<Class>, i64)> = BTreeMap::new();
+        let mut pointed: BTreeMap<&str, BTreeMap<&str, f64>> = BTreeMap::new();
+        let mut pointed_onset: BTreeMap<&str, i64> = BTreeMap::new();
+        for anomaly in anomalies {
+            let strength = (anomaly.score / 10.0).clamp(0.5, 1.0);
+            match (&anomaly.peer, anomaly.class) {
+                (Some(peer), Class::Errors | Class::Latency | Class::Saturation | Class::Availability) => {
+                    let per_caller = pointed.entry(peer.as_str()).or_default();
+                    *per_caller.entry(anomaly.instance.as_str()).or_default() += 2.0 * strength;
+                    let onset = pointed_onset.entry(peer.as_str()).or_insert(anomaly.onset_ms);
+                    *onset = (*onset).min(anomaly.onset_ms);
+                }
+                (Some(_), _) => {}
+                (None, class) => {
+                    let weight = match class {
+                        Class::Availability => 4.0,
+                        Class::Saturation => 2.0,
+                        Class::Restart => 1.5,
+                        Class::Latency | Class::Errors => 1.5,
+                        // Load spreads to callees: a surge is a consequence, except where load
+                        // enters the fleet (a service nobody calls), which has no upstream.
+                        Class::Traffic if self.is_entry(&anomaly.instance) => 2.0,
+                        Class::Traffic => 0.5,
+                    };
+                    let entry =
+                        own.entry(anomaly.instance.as_str())
+                            .or_insert((0.0, BTreeSet::new(), anomaly.onset_ms));
+                    entry.0 += weight * strength;
+                    entry.1.insert(class);
+                    entry.2 = entry.2.min(anomaly.onset_ms);
+                }
+            }
+        }
+        let mut names: BTreeSet<&str> = own.keys().copied().collect();
+        names.extend(pointed.keys().copied());
+        let mut candidates = Vec::new();
+        for name in names {
+            let Some(info) = self.instances.get(name) else { continue };
+            let (own_score, classes, own_onset) = own.get(name).cloned().unwrap_or((0.0, BTreeSet::new(), i64::MAX));
+            // Own evidence shared by most siblings points elsewhere (upstream or downstream).
+            let siblings: Vec<&InstanceInfo> = self
+                .instances
+                .values()
+                .filter(|other| other.service == info.service && other.name != info.name)
+                .collect();
+            let similar = siblings
+                .iter()
+                .filter(|other| {
+                    own.get(other.name.as_str())
+                        .is_some_and(|(_, other_classes, _)| other_classes.iter().any(|class| classes.contains(class)))
+                })
+                .count();
+            let sibling_share = if siblings.is_empty() {
+                0.0
+            } else {
+                similar as f64 / siblings.len() as f64
+            };
+            // One host or a few are specific; most of the service is not.
+            let specificity = 1.0 - 0.7 * ((sibling_share - 0.3).max(0.0) / 0.7);
+            // Callers' evidence: each caller counts up to 4.
+            let callers_score: f64 = pointed
+                .get(name)
+                .map_or(0.0, |callers| callers.values().map(|score| score.min(4.0)).sum());
+            let score = own_score * specificity + callers_score;
+            if score <= 0.0 {
+                continue;
+            }
+            let onset = own_onset.min(pointed_onset.get(name).copied().unwrap_or(i64::MAX));
+            candidates.push(Candidate {
+                instance: name.to_string(),
+                dc: info.dc.clone(),
+                host: info.host.clone(),
+                service: info.service.clone(),
+                score,
+                onset_ms: onset,
+            });
+        }
+        // Earlier onsets win near-ties: a 10 % bonus per interval of lead over the latest.
+        let latest = candidates
+            .iter()
+            .map(|c| c.onset_ms)
+            .filter(|&o| o != i64::MAX)
+            .max()
+            .unwrap_or(0);
+        for candidate in &mut candidates {
+            if candidate.onset_ms != i64::MAX && self.interval_ms > 0 {
+                let lead = ((latest - candidate.onset_ms) / self.interval_ms).clamp(0, 3) as f64;
+                candidate.score *= 1.0 + 0.1 * lead;
+            }
+        }
+        candidates.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.instance.cmp(&b.instance)));
+        candidates
+    }
+}
+
+/// Whether the first two of `candidates` (best first) have the same score, to a relative
+/// 1e-9: the first leads by its name alone.
+pub(super) fn tied(candidates: &[Candidate]) -> bool {
+    match candidates {
+        [first, second, ..] => (first.score - second.score).abs() <= 1e-9 * first.score.abs().max(1.0),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::testing::*;
+
+    #[test]
+    fn callers_pointing_at_a_peer_outrank_the_callers_themselves() {
+        let detector = detector();
+        // Every backend is slow towards r2 and busy itself; r1 only sees more connections.
+        let anomalies = vec![
+            anomaly("b1", Class::Latency, Some("r2"), 0),
+            anomaly("b2", Class::Latency, Some("r2"), 0),
+            anomaly("b3", Class::Saturation, Some("r2"), 0),
+            anomaly("b1", Class::Saturation, None, 0),
+            anomaly("b2", Class::Saturation, None, 0),
+            anomaly("b3", Class::Saturation, None, 0),
+            anomaly("r1", Class::Traffic, None, 0),
+            anomaly("b1", Class::Traffic, Some("r1"), 0),
+        ];
+        let ranked = detector.rank(&anomalies);
+        assert_eq!(ranked[0].instance, "r2");
+        // 3 callers x 2 each; the backends' own saturation is shared by all siblings (x0.3).
+        assert!((ranked[0].score - 6.0).abs() < 1e-9, "{ranked:?}");
+        let b1 = ranked.iter().find(|c| c.instance == "b1").unwrap();
+        assert!((b1.score - 0.6).abs() < 1e-9, "{ranked:?}");
+        // Traffic towards r1 is load, not evidence against it: only its own 0.5.
+        let r1 = ranked.iter().find(|c| c.instance == "r1").unwrap();
+        assert!((r1.score - 0.5).abs() < 1e-9, "{ranked:?}");
+    }
+
+    #[test]
+    fn an_earlier_onset_breaks_a_tie_and_load_at_the_entry_counts() {
+        let detector = detector();
+        let ranked = detector.rank(&[
+            anomaly("r1", Class::Saturation, None, 0),
+            anomaly("r2", Class::Saturation, None, 20_000),
+        ]);
+        assert_eq!(ranked[0].instance, "r1");
+        // Both redis nodes saturated: shared by all siblings (x0.3); r1 leads by two
+        // intervals (+20 %).
+        assert!((ranked[0].score - 2.0 * 0.3 * 1.2).abs() < 1e-9, "{ranked:?}");
+        assert!((ranked[1].score - 2.0 * 0.3).abs() < 1e-9, "{ranked:?}");
+        // backend is called by nobody here: its own traffic weighs 2, a redis node's 0.5.
+        let ranked = detector.rank(&[
+            anomaly("b1", Class::Traffic, None, 0),
+            anomaly("r1", Class::Traffic, None, 0),
+        ]);
+        assert_eq!(ranked[0].instance, "b1");
+        assert!(
+            (ranked[0].score - 2.0).abs() < 1e-9 && (ranked[1].score - 0.5).abs() < 1e-9,
+            "{ranked:?}"
+        );
+    }
+}
