@@ -17,8 +17,10 @@ pub(crate) struct EvalArgs {
     #[arg(value_name = "SCENARIO")]
     scenarios: Vec<String>,
 
-    /// Evaluate on a dataset instead of scenarios: `petshop` (the PetShop root-cause dataset;
-    /// the one argument is its folder, holding high_traffic/, low_traffic/, …).
+    /// Evaluate on a dataset instead of scenarios, the one argument its folder: `petshop` (the
+    /// PetShop root-cause dataset: high_traffic/, low_traffic/, …); `sockshop` (Sock Shop
+    /// container chaos, the dataset's sock-shop/ folder) or `nezha` (its nezha/ folder),
+    /// replayed from --prometheus (docs/detector.md, "Real incidents").
     #[arg(long, value_name = "NAME")]
     dataset: Option<String>,
 
@@ -67,12 +69,23 @@ pub(crate) struct EvalArgs {
     /// (--random N --seed 0), check on others.
     #[arg(long)]
     calibrate: bool,
+
+    /// Real incidents: --cases, --system, --prometheus, --prometheus-config, --config.
+    #[command(flatten)]
+    pub(crate) real: crate::eval_dataset::RealArgs,
 }
 
 /// Runs `epicenter eval`.
 pub(crate) fn run(args: &EvalArgs) -> ExitCode {
-    if let Some(dataset) = &args.dataset {
-        return run_dataset(dataset, args);
+    if args.dataset.is_some() || args.real.cases.is_some() {
+        return crate::eval_dataset::run(&crate::eval_dataset::EvalArgs {
+            dataset: args.dataset.as_deref(),
+            scenarios: &args.scenarios,
+            json: args.json,
+            trace: args.trace,
+            rules: args.rules.as_ref(),
+            real: &args.real,
+        });
     }
     let rules_text = match &args.rules {
         Some(path) => match std::fs::read_to_string(path) {
@@ -223,72 +236,5 @@ pub(crate) fn run(args: &EvalArgs) -> ExitCode {
         eprintln!("eval: {interrupted}");
         return ExitCode::from(130);
     }
-    ExitCode::SUCCESS
-}
-
-fn run_dataset(dataset: &str, args: &EvalArgs) -> ExitCode {
-    // Command-line mistakes exit 2, as clap's own do; a dataset that cannot be read, 64.
-    const EXIT_USAGE: u8 = 2;
-    if dataset != "petshop" {
-        eprintln!("error: --dataset {dataset}: the datasets known are: petshop");
-        return ExitCode::from(EXIT_USAGE);
-    }
-    if args.rules.is_some() || args.trace {
-        eprintln!(
-            "error: --dataset petshop scores the dataset's own metrics: --rules and --trace apply to scenarios only"
-        );
-        return ExitCode::from(EXIT_USAGE);
-    }
-    let [dir] = args.scenarios.as_slice() else {
-        eprintln!(
-            "error: --dataset petshop takes one argument: the dataset's folder (e.g. ../shared/datasets/petshop)"
-        );
-        return ExitCode::from(EXIT_USAGE);
-    };
-    let rows = match epicenter_eval::petshop::evaluate(std::path::Path::new(dir)) {
-        Ok(rows) => rows,
-        Err(error) => {
-            eprintln!("error: {error}");
-            return ExitCode::from(EXIT_CONFIG);
-        }
-    };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
-        return ExitCode::SUCCESS;
-    }
-    println!(
-        "PetShop root-cause dataset (Amazon Science, CC-BY-4.0): recall of the root-cause component \
-         among the detector's candidates"
-    );
-    println!(
-        "{:<20} {:<6} {:<13} {:>6} {:>6} {:>6} {:>8} {:>6}   {:>9} {:>9}",
-        "setting", "split", "issue metric", "issues", "top-1", "top-3", "flagged", "tied", "ref top-1", "ref top-3"
-    );
-    let figure = |value: Option<f64>| value.map_or("-".to_string(), |value| format!("{value:.2}"));
-    for row in &rows {
-        println!(
-            "{:<20} {:<6} {:<13} {:>6} {:>6.2} {:>6.2} {:>8} {:>6}   {:>9} {:>9}",
-            row.setting,
-            row.split,
-            row.metric,
-            row.issues,
-            row.top1,
-            row.top3,
-            row.target_flagged,
-            row.tied_at_top,
-            figure(row.paper_top1),
-            figure(row.paper_top3),
-        );
-    }
-    println!(
-        "flagged: issues whose target the detector flagged in the issue's metric at an issue step \
-         (else ranked at the first issue step with any candidate); tied: issues whose first two \
-         candidates had equal scores (ordered by name)."
-    );
-    println!(
-        "ref: the dataset paper's anomaly-traversal baseline as its repository's notebook prints it \
-         (train and test pooled, temporal settings pooled; arXiv 2311.04806); \
-         split `all` pools every split present the same way."
-    );
     ExitCode::SUCCESS
 }

@@ -8,6 +8,7 @@ mod config_file;
 mod demo;
 mod detect;
 mod eval;
+mod eval_dataset;
 mod eval_live;
 mod fleet;
 mod open;
@@ -97,6 +98,9 @@ enum Command {
     ///   epicenter eval redis-node-loss my.yml --json
     ///   epicenter eval --load 4 redis-node-loss   # live, 4 busy threads beside it (~30 s)
     ///   epicenter eval --dataset petshop ../shared/datasets/petshop
+    ///   epicenter eval --dataset sockshop ../shared/datasets/realdev/sock-shop \
+    ///       --prometheus http://127.0.0.1:19917 --config cc.yml   # real incidents
+    ///   epicenter eval --cases incidents.csv --prometheus http://prometheus:9090 --config epicenter.yml
     #[command(verbatim_doc_comment)]
     Eval(eval::EvalArgs),
 

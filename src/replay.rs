@@ -206,28 +206,8 @@ fn from_prometheus(
     config: &crate::config::Config,
     rules: Vec<epicenter_detector::rules::Rule>,
 ) -> Result<Vec<epicenter_detector::VerdictEvent>, ExitCode> {
-    use epicenter_eval::prometheus::{HttpSettings, Progress, RawSeries, Source};
-    let settings_path = settings;
-    let settings = match settings {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|error| {
-                eprintln!("error: --prometheus-config {}: {error}", path.display());
-                ExitCode::from(EXIT_CONFIG)
-            })?;
-            HttpSettings::from_yaml(&text).map_err(|error| {
-                eprintln!("error: --prometheus-config {}: {error}", path.display());
-                ExitCode::from(EXIT_CONFIG)
-            })?
-        }
-        None => HttpSettings::default(),
-    };
-    let source = Source::new(url, &settings).map_err(|error| {
-        match settings_path {
-            Some(path) => eprintln!("error: {error} (in {})", path.display()),
-            None => eprintln!("error: {error}"),
-        }
-        ExitCode::from(EXIT_CONFIG)
-    })?;
+    use epicenter_eval::prometheus::{Progress, RawSeries};
+    let source = prometheus_source(url, settings)?;
     let runtime = crate::open::runtime()?;
     let mut metrics: Vec<String> = epicenter_detector::live::rule_metrics(&rules).into_iter().collect();
     metrics.sort();
@@ -257,6 +237,36 @@ fn from_prometheus(
         );
     }
     Ok(replayer.finish())
+}
+
+/// The Prometheus server at `url`, reached with the HTTP settings of the `--prometheus-config`
+/// file `settings` (none: plain HTTP). Errors are printed: exit 64 for a bad URL or settings
+/// file (named).
+pub(crate) fn prometheus_source(
+    url: &str,
+    settings: Option<&PathBuf>,
+) -> Result<epicenter_eval::prometheus::Source, ExitCode> {
+    use epicenter_eval::prometheus::{HttpSettings, Source};
+    let parsed = match settings {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|error| {
+                eprintln!("error: --prometheus-config {}: {error}", path.display());
+                ExitCode::from(EXIT_CONFIG)
+            })?;
+            HttpSettings::from_yaml(&text).map_err(|error| {
+                eprintln!("error: --prometheus-config {}: {error}", path.display());
+                ExitCode::from(EXIT_CONFIG)
+            })?
+        }
+        None => HttpSettings::default(),
+    };
+    Source::new(url, &parsed).map_err(|error| {
+        match settings {
+            Some(path) => eprintln!("error: {error} (in {})", path.display()),
+            None => eprintln!("error: {error}"),
+        }
+        ExitCode::from(EXIT_CONFIG)
+    })
 }
 
 /// Prints verdict events as text or JSON lines; exit 0.

@@ -200,16 +200,62 @@ impl Source {
         Ok(())
     }
 
-    /// One instant query at `time_ms`, whose result must be a matrix.
-    async fn query(&self, query: &str, time_ms: i64) -> Result<Vec<RawSeries>, String> {
-        let url = format!("{}/api/v1/query", self.base);
-        let time = format!("{}.{:03}", time_ms.div_euclid(1000), time_ms.rem_euclid(1000));
-        // POSTed as a form (the API takes both): the selector names every rule metric, several
-        // KB that a proxy's URL limit could refuse.
-        let mut request = self
-            .client
-            .post(&url)
-            .form(&[("query", query), ("time", time.as_str())]);
+    /// The metric names holding samples between `from_ms` and `to_ms` (ms, `GET
+    /// /api/v1/label/__name__/values` with `start` and `end`), sorted.
+    ///
+    /// # Errors
+    /// As [`Source::read`].
+    pub async fn metric_names(&self, (from_ms, to_ms): (i64, i64)) -> Result<Vec<String>, String> {
+        let (start, end) = (seconds(from_ms), seconds(to_ms));
+        let body = self
+            .send(
+                false,
+                "/api/v1/label/__name__/values",
+                &[("start", start.as_str()), ("end", end.as_str())],
+            )
+            .await?;
+        let mut names: Vec<String> =
+            parse_data(&body.1).map_err(|error| format!("{} (HTTP {}): {error}", body.0, body.2))?;
+        names.sort();
+        Ok(names)
+    }
+
+    /// The metric families the server's metadata types `counter` (`GET /api/v1/metadata`).
+    /// Prometheus keeps metadata from its scrapes only: backfilled blocks have none, and then
+    /// this is empty.
+    ///
+    /// # Errors
+    /// As [`Source::read`].
+    pub async fn counter_families(&self) -> Result<std::collections::HashSet<String>, String> {
+        #[derive(Deserialize)]
+        struct Entry {
+            #[serde(rename = "type")]
+            kind: String,
+        }
+        let body = self.send(false, "/api/v1/metadata", &[]).await?;
+        let families: BTreeMap<String, Vec<Entry>> =
+            parse_data(&body.1).map_err(|error| format!("{} (HTTP {}): {error}", body.0, body.2))?;
+        Ok(families
+            .into_iter()
+            .filter(|(_, entries)| entries.iter().any(|entry| entry.kind == "counter"))
+            .map(|(family, _)| family)
+            .collect())
+    }
+
+    /// Sends `fields` to `path` of the API, as a POSTed form or (`post` false: the endpoints
+    /// that take only GET) as the URL's query: (the URL, the body, the HTTP status).
+    async fn send(
+        &self,
+        post: bool,
+        path: &str,
+        fields: &[(&str, &str)],
+    ) -> Result<(String, Vec<u8>, reqwest::StatusCode), String> {
+        let url = format!("{}{path}", self.base);
+        let mut request = if post {
+            self.client.post(&url).form(fields)
+        } else {
+            self.client.get(&url).query(fields)
+        };
         if let Some(auth) = &self.auth {
             request = auth.apply(&self.client, request).await?;
         }
@@ -222,8 +268,49 @@ impl Source {
             .bytes()
             .await
             .map_err(|error| format!("{url}: reading the answer: {error}"))?;
+        Ok((url, body.to_vec(), status))
+    }
+
+    /// One instant query at `time_ms`, whose result must be a matrix.
+    async fn query(&self, query: &str, time_ms: i64) -> Result<Vec<RawSeries>, String> {
+        // POSTed as a form (the API takes both): the selector names every rule metric, several
+        // KB that a proxy's URL limit could refuse.
+        let time = seconds(time_ms);
+        let (url, body, status) = self
+            .send(true, "/api/v1/query", &[("query", query), ("time", time.as_str())])
+            .await?;
         parse_matrix(&body).map_err(|error| format!("{url} (HTTP {status}): {error}"))
     }
+}
+
+/// `time_ms` as the API's seconds, to the millisecond.
+fn seconds(time_ms: i64) -> String {
+    format!("{}.{:03}", time_ms.div_euclid(1000), time_ms.rem_euclid(1000))
+}
+
+/// The `data` of a successful API answer (`{"status": "success", "data": …}`).
+fn parse_data<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    #[derive(Deserialize)]
+    struct Answer<T> {
+        status: String,
+        data: Option<T>,
+        #[serde(default, rename = "errorType")]
+        error_type: Option<String>,
+        #[serde(default)]
+        error: Option<String>,
+    }
+    let answer: Answer<T> = serde_json::from_slice(body).map_err(|error| {
+        let start = String::from_utf8_lossy(&body[..body.len().min(200)]).to_string();
+        format!("not the Prometheus API's JSON ({error}): {start}")
+    })?;
+    if answer.status != "success" {
+        return Err(format!(
+            "{}: {}",
+            answer.error_type.unwrap_or_else(|| answer.status.clone()),
+            answer.error.unwrap_or_default()
+        ));
+    }
+    answer.data.ok_or_else(|| "a success without `data`".to_string())
 }
 
 /// The series of a `/api/v1/query` answer whose result is a matrix (Prometheus HTTP API,

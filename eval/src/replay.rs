@@ -9,7 +9,7 @@ use epicenter_detector::engine::{Dependency, Detector, Settings};
 use epicenter_detector::follow::scrape_batches;
 use epicenter_detector::live::{rule_metrics, Batch};
 use epicenter_detector::rules::Rule;
-use epicenter_detector::{VerdictEvent, VerdictTracker};
+use epicenter_detector::{Assessment, VerdictEvent, VerdictTracker};
 
 /// The query that reads what `rules` need from `samples`, between `from_ms` and `to_ms` (ms
 /// since the epoch, inclusive, either open), as JSONEachRow rows of `t` (ms), `metric`,
@@ -53,7 +53,12 @@ pub struct Replayer {
     waiting: Vec<Batch>,
     running: Option<Running>,
     events: Vec<VerdictEvent>,
+    /// Sees every round's assessment ([`Replayer::on_round`]).
+    on_round: Option<RoundHook>,
 }
+
+/// What [`Replayer::on_round`] takes: called with every round's assessment.
+pub type RoundHook = Box<dyn FnMut(&Assessment)>;
 
 struct Running {
     detector: Detector,
@@ -72,7 +77,18 @@ impl Replayer {
             waiting: Vec::new(),
             running: None,
             events: Vec::new(),
+            on_round: None,
         }
+    }
+
+    /// Also hands every round's assessment to `hook`, as it is judged (for a trace).
+    pub fn on_round(&mut self, hook: RoundHook) {
+        self.on_round = Some(hook);
+    }
+
+    /// The scrape interval the rounds follow, ms, once known.
+    pub fn interval_ms(&self) -> Option<i64> {
+        self.running.as_ref().map(|run| run.interval)
     }
 
     /// Takes the next batches (in time order, none before an earlier piece's).
@@ -89,7 +105,11 @@ impl Replayer {
         };
         for batch in batches {
             while batch.time_ms >= run.boundary {
-                self.events.extend(run.tracker.track(&run.detector.assess(run.latest)));
+                let assessment = run.detector.assess(run.latest);
+                if let Some(hook) = self.on_round.as_mut() {
+                    hook(&assessment);
+                }
+                self.events.extend(run.tracker.track(&assessment));
                 run.boundary += run.interval;
             }
             run.latest = run.latest.max(batch.time_ms);
@@ -131,7 +151,11 @@ impl Replayer {
             self.start(waiting, 1);
         }
         if let Some(run) = self.running.as_mut() {
-            self.events.extend(run.tracker.track(&run.detector.assess(run.latest)));
+            let assessment = run.detector.assess(run.latest);
+            if let Some(hook) = self.on_round.as_mut() {
+                hook(&assessment);
+            }
+            self.events.extend(run.tracker.track(&assessment));
         }
         self.events
     }
