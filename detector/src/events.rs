@@ -223,6 +223,12 @@ mod tests {
             score: 9.0,
             onset_ms: 1_000,
             rounds: 1,
+            labels: BTreeMap::new(),
+            value: 0.0,
+            baseline: 0.0,
+            deviation: 0.0,
+            resource: None,
+            outbound: false,
         };
         let mut verdict = Verdict {
             id: "2000-redis-2-1".into(),

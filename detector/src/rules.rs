@@ -89,6 +89,36 @@ pub enum Role {
     Container,
 }
 
+/// What part of an instance's resources a family measures (`resource:`): names the kind of a
+/// leader whose own trouble it is (CPU saturation, memory pressure), and lets a host's own
+/// figure be set against its containers' in the same unit (cores, bytes): a host whose
+/// available memory fell by what one pod's working set grew by is that pod's trouble, not the
+/// host's (docs/detector.md, "Resources").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resource {
+    /// Processor time: cores busy (`node_cpu_seconds_total`, `container_cpu_usage_seconds_total`,
+    /// rates in seconds per second), run-queue waits (`node_schedstat_waiting_seconds_total`).
+    Cpu,
+    /// Memory, in bytes: used, anonymous, working set, available (bad down).
+    Memory,
+    /// Network interfaces and the TCP stack.
+    Network,
+    /// Block devices and filesystems.
+    Disk,
+}
+
+/// How the series a rule matches at one instance make signals (`aggregate:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Aggregate {
+    /// One signal per instance (and peer): the sum of every matched series' interval values,
+    /// as PromQL's `sum by (instance) (rate(…))` for counters: eight per-CPU, per-mode
+    /// `node_cpu_seconds_total` series become the host's busy cores, judged once, so the
+    /// evidence a fault gets does not grow with the exporter's cardinality.
+    Sum,
+}
+
 /// The label naming the peer a client series talks to (`peer:`), or the service that calls a
 /// server (`caller:`).
 #[derive(Debug, Clone, Deserialize)]
@@ -124,7 +154,8 @@ pub struct RuleSpec {
     /// series' evidence stays the instance's own. Not together with `peer`.
     #[serde(default)]
     pub caller: Option<PeerSpec>,
-    /// Label values a series must carry to count.
+    /// Label values a series must carry to count; a label the series lacks is the empty
+    /// string, as in PromQL (`container: ""` keeps the series without a container).
     #[serde(default)]
     pub r#match: BTreeMap<String, String>,
     /// Regexes a series' label values must match to count, anchored at both ends as
@@ -137,6 +168,21 @@ pub struct RuleSpec {
     /// What the series shows about the instance it belongs to (or its peer, with `peer`).
     #[serde(default)]
     pub role: Option<Role>,
+    /// Which resource of the instance the family measures ([`Resource`]); none for request
+    /// metrics.
+    #[serde(default)]
+    pub resource: Option<Resource>,
+    /// Sum the matched series of an instance into one signal ([`Aggregate`]); absent: one
+    /// signal per series (labels but `le` and `quantile`).
+    #[serde(default)]
+    pub aggregate: Option<Aggregate>,
+    /// The series measures calls the instance makes, without a label naming whom (a client's
+    /// request latency, Istio's `reporter: source` side): its trouble says that something the
+    /// instance calls is slow, so an instance whose own latency rose together with it is
+    /// waiting on a callee and ranks below one whose latency rose alone. Not with `peer` or
+    /// `caller`.
+    #[serde(default)]
+    pub outbound: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -174,7 +220,7 @@ impl Rule {
         self.spec
             .r#match
             .iter()
-            .all(|(name, value)| labels.get(name) == Some(value))
+            .all(|(name, value)| labels.get(name).map_or("", String::as_str) == value)
             && self
                 .match_regexes
                 .iter()
@@ -259,6 +305,24 @@ pub fn parse(text: &str) -> Result<Vec<Rule>, RulesError> {
                 return Err(RulesError {
                     path: format!("signals[{index}].caller"),
                     message: "a rule has `peer` (a client's series: whom it calls) or `caller` (a server's series: who calls it), not both".to_string(),
+                });
+            }
+            if spec.outbound && (spec.peer.is_some() || spec.caller.is_some()) {
+                return Err(RulesError {
+                    path: format!("signals[{index}].outbound"),
+                    message: "`outbound` marks a client series that names no peer; with `peer` (or `caller`) the label already says whom the calls go to".to_string(),
+                });
+            }
+            if spec.outbound && !matches!(spec.class, Class::Latency | Class::Errors) {
+                return Err(RulesError {
+                    path: format!("signals[{index}].outbound"),
+                    message: format!("`outbound` is for latency or errors of the calls an instance makes, not {:?}", spec.class).to_lowercase(),
+                });
+            }
+            if spec.aggregate.is_some() && matches!(spec.kind, ValueKind::Restart | ValueKind::Mean) {
+                return Err(RulesError {
+                    path: format!("signals[{index}].aggregate"),
+                    message: "`aggregate: sum` adds gauges or counters' rates; a mean or a restart of several series does not add up".to_string(),
                 });
             }
             let peer_regex = label_regex(spec.peer.as_ref(), index, "peer")?;

@@ -27,6 +27,9 @@ pub struct Tuning {
     pub onset_threshold: f64,
     /// Intervals after which a persistent level joins the baseline. Default 30.
     pub adapt_after: u32,
+    /// The scale is at least this share of the median's magnitude, for signals that keep a
+    /// relative floor ([`Signal::absolute`] ones do not). Default 0.1.
+    pub relative_floor: f64,
 }
 
 impl Default for Tuning {
@@ -37,6 +40,7 @@ impl Default for Tuning {
             threshold: 5.0,
             onset_threshold: 2.0,
             adapt_after: 30,
+            relative_floor: 0.1,
         }
     }
 }
@@ -73,6 +77,8 @@ pub struct Signal {
     pub score: f64,
     since_restart: Option<u32>,
     counter_glitch: f64,
+    /// Whether the scale keeps no floor relative to the level ([`Signal::absolute`]).
+    absolute: bool,
 }
 
 /// Intervals a restart stays anomalous (30 = 5 minutes at a 10 s interval).
@@ -87,6 +93,9 @@ pub struct Judgement {
     pub score: f64,
     /// Whether it is anomalous.
     pub anomalous: bool,
+    /// The baseline's median the value was judged against, in the value's unit (the value
+    /// itself while there is no baseline yet, or for a restart).
+    pub baseline: f64,
 }
 
 impl Signal {
@@ -104,7 +113,17 @@ impl Signal {
             score: 0.0,
             since_restart: None,
             counter_glitch: COUNTER_GLITCH,
+            absolute: false,
         }
+    }
+
+    /// The same signal with no scale floor relative to its level, only the rule's floor in
+    /// the family's unit: a resource (bytes of memory, cores) whose level says nothing about
+    /// how much it may move. Host memory available at 10 GiB moving by 3 GiB is 5 scales of a
+    /// quiet host's noise, not the 3 it is against a floor of 10 % of the level.
+    pub fn absolute(mut self) -> Signal {
+        self.absolute = true;
+        self
     }
 
     /// The same signal with `fraction` as its glitch threshold ([`COUNTER_GLITCH`], the
@@ -192,6 +211,7 @@ impl Signal {
                 value,
                 score: self.score,
                 anomalous,
+                baseline: 0.0,
             };
         }
         if self.history.len() < tuning.min_history {
@@ -201,9 +221,11 @@ impl Signal {
                 value,
                 score: 0.0,
                 anomalous: false,
+                baseline: value,
             };
         }
-        let (median, scale) = self.baseline();
+        let relative_floor = if self.absolute { 0.0 } else { tuning.relative_floor };
+        let (median, scale) = self.baseline(relative_floor);
         let direction = if self.bad == Bad::Up { 1.0 } else { -1.0 };
         let deviation = (value - median) * direction;
         let score = deviation / scale;
@@ -227,6 +249,7 @@ impl Signal {
             value,
             score,
             anomalous,
+            baseline: median,
         }
     }
 
@@ -262,7 +285,7 @@ impl Signal {
     /// Runs for every signal every round, so it allocates nothing for windows up to
     /// [`STACK_WINDOW`] values: the values are copied to the stack, the median is selected in
     /// place, the same buffer then holds the absolute deviations, and their median is the MAD.
-    fn baseline(&self) -> (f64, f64) {
+    fn baseline(&self, relative_floor: f64) -> (f64, f64) {
         let mut stack = [0.0f64; STACK_WINDOW];
         let mut heap = Vec::new();
         let values: &mut [f64] = if self.history.len() <= STACK_WINDOW {
@@ -276,11 +299,24 @@ impl Signal {
             &mut heap
         };
         let median = median_in_place(values);
+        let mut absolute_sum = 0.0;
         for value in values.iter_mut() {
             *value = (*value - median).abs();
+            absolute_sum += *value;
         }
+        let mean_absolute = if values.is_empty() {
+            0.0
+        } else {
+            absolute_sum / values.len() as f64
+        };
         let mad = median_in_place(values);
-        let scale = (1.4826 * mad).max(0.1 * median.abs()).max(self.floor / 5.0);
+        // The MAD is 0 on a series with two levels where one holds the majority (a counter's
+        // rate flipping between two values with the scrape's timing): the mean absolute
+        // deviation (× 1.2533, the normal-data factor) still sees the other level.
+        let scale = (1.4826 * mad)
+            .max(1.2533 * mean_absolute)
+            .max(relative_floor * median.abs())
+            .max(self.floor / 5.0);
         (median, scale)
     }
 }
@@ -429,8 +465,8 @@ mod tests {
         let mut all: Vec<f64> = long.history.iter().copied().collect();
         all.sort_by(f64::total_cmp);
         let median = (all[149] + all[150]) / 2.0;
-        assert_eq!(long.baseline().0, median);
+        assert_eq!(long.baseline(0.1).0, median);
         // The last 60 of the same cycle: 10.0 ..= 13.0 in steps of 0.5, median 11.5.
-        assert_eq!(short.baseline().0, 11.5);
+        assert_eq!(short.baseline(0.1).0, 11.5);
     }
 }

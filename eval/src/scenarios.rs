@@ -278,7 +278,11 @@ pub fn evaluate(scenario: &Scenario, rules: Vec<Rule>, mut trace: Option<&mut dy
             let anomalies: Vec<String> = assessment
                 .anomalies
                 .iter()
-                .take(8)
+                .take(if std::env::var_os("EPICENTER_TRACE_ALL").is_some() {
+                    400
+                } else {
+                    8
+                })
                 .map(|a| {
                     format!(
                         "{}:{}{} {:.0}",
@@ -540,7 +544,11 @@ pub fn fit_confidence(points: &[CalibrationPoint]) -> Result<ConfidenceModel, St
     }
     const RIDGE: f64 = 0.01;
     let features = |point: &CalibrationPoint| {
-        let unknown = if point.kind == "unknown" { 1.0 } else { 0.0 };
+        let unknown = if epicenter_detector::ConfidenceModel::names_no_cause(&point.kind) {
+            1.0
+        } else {
+            0.0
+        };
         [1.0, point.share, point.score.max(1e-3).ln(), unknown]
     };
     let mut beta = [0.0f64; FEATURES];

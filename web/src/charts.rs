@@ -222,6 +222,12 @@ mod tests {
             score: 20.0,
             onset_ms: 600_000,
             rounds: 2,
+            labels: BTreeMap::new(),
+            value: 0.0,
+            baseline: 0.0,
+            deviation: 0.0,
+            resource: None,
+            outbound: false,
         }
     }
 

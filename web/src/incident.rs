@@ -391,6 +391,12 @@ mod tests {
             score: 40.0,
             onset_ms: 1_000,
             rounds: 2,
+            labels: BTreeMap::new(),
+            value: 0.0,
+            baseline: 0.0,
+            deviation: 0.0,
+            resource: None,
+            outbound: false,
         };
         let verdict = Verdict {
             id: "2000-redis-1".into(),

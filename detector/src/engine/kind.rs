@@ -84,7 +84,7 @@ impl Detector {
                 "transient"
             }
         } else {
-            "unknown"
+            own_kind(&own)
         };
         // The leader's container is throttled by its CPU quota, and that is where its trouble
         // began: its limit is what slows it, whatever it is (a Redis node, a database, a
@@ -92,8 +92,16 @@ impl Detector {
         // entry, which the chain above names, or load spreading to a callee) or a restart (a
         // cold JVM compiling) throttles a container that was fine at its usual load. A starved
         // host does not raise a container's throttling (steal is not charged to the cgroup).
-        let kind = if matches!(kind, "unknown" | "slow_node" | "pool_exhaustion" | "mailbox_overload")
-            && !has(Class::Traffic)
+        let kind = if matches!(
+            kind,
+            "unknown"
+                | "slow_node"
+                | "pool_exhaustion"
+                | "mailbox_overload"
+                | "cpu_saturation"
+                | "code_defect"
+                | "network_delay"
+        ) && !has(Class::Traffic)
             && self.throttled_first(&own)
         {
             "cpu_throttling"
@@ -330,7 +338,15 @@ pub(super) fn is_host_kind(kind: &str) -> bool {
 pub(super) fn host_may_explain(kind: &str) -> bool {
     matches!(
         kind,
-        "slow_node" | "node_hang" | "pool_exhaustion" | "mailbox_overload" | "retry_storm" | "unknown"
+        "slow_node"
+            | "node_hang"
+            | "pool_exhaustion"
+            | "mailbox_overload"
+            | "retry_storm"
+            | "unknown"
+            | "cpu_saturation"
+            | "code_defect"
+            | "network_delay"
     )
 }
 
@@ -340,8 +356,42 @@ pub(super) fn host_may_explain(kind: &str) -> bool {
 /// host's (`host_saturation`, once other services' instances on the host suffer too); every
 /// other rename waits for a new verdict.
 pub(super) fn sharpens(open: &str, new: &str) -> bool {
-    (matches!(open, "slow_node" | "unknown") && matches!(new, "node_hang" | "node_loss"))
-        || (matches!(open, "slow_node" | "pool_exhaustion" | "unknown") && is_host_kind(new))
+    let vague = matches!(open, "slow_node" | "unknown" | "code_defect" | "network_delay");
+    (vague && matches!(new, "node_hang" | "node_loss"))
+        || ((vague || matches!(open, "pool_exhaustion" | "cpu_saturation")) && is_host_kind(new))
+}
+
+/// The kind of an instance's own trouble when none of its roles names one (real fleets'
+/// containers and services, which export resource and request metrics, not pools):
+/// - `memory_pressure`: its strongest own resource anomaly is memory (a working set or a
+///   host's available memory, `resource: memory`);
+/// - `cpu_saturation`: it is CPU (cores busy, tasks waiting);
+/// - `code_defect`: no resource moved, but its own errors or its own (server-side) latency did:
+///   what it does itself went wrong;
+/// - `network_delay`: only the calls it makes slowed (`outbound` series) — the time is lost
+///   on the wire between it and what it calls, its own work is unchanged;
+/// - `unknown` otherwise.
+///
+/// Kinds from the fault classes of the RCA benchmarks on real clusters (Nezha's CPU contention,
+/// network delay, code `return`/`exception`; Sock Shop's Chaos Mesh stress and delay).
+pub(super) fn own_kind(own: &[&Anomaly]) -> &'static str {
+    let mine = || own.iter().filter(|a| a.peer.is_none());
+    let resource = mine()
+        .filter(|a| a.class == Class::Saturation && matches!(a.resource, Some(Resource::Cpu | Resource::Memory)))
+        .max_by(|a, b| a.score.total_cmp(&b.score).then(b.metric.cmp(&a.metric)));
+    if let Some(strongest) = resource {
+        return match strongest.resource {
+            Some(Resource::Memory) => "memory_pressure",
+            _ => "cpu_saturation",
+        };
+    }
+    if mine().any(|a| !a.outbound && matches!(a.class, Class::Errors | Class::Latency)) {
+        return "code_defect";
+    }
+    if mine().any(|a| a.outbound && a.class == Class::Latency) {
+        return "network_delay";
+    }
+    "unknown"
 }
 
 #[cfg(test)]
@@ -488,13 +538,17 @@ mod tests {
             ("b1".into(), Some("host_saturation".into()))
         );
         assert_eq!(kind(&[slow.clone(), steal]).1, Some("host_saturation".into()));
-        assert_eq!(kind(std::slice::from_ref(&slow)), ("b1".into(), Some("unknown".into())));
+        // Its own latency alone, no resource, no role: its own work went wrong.
+        assert_eq!(
+            kind(std::slice::from_ref(&slow)),
+            ("b1".into(), Some("code_defect".into()))
+        );
         // The exporter's own steal began minutes after the backend's trouble: not its cause.
         let late_steal = Anomaly {
             onset_ms: 300_000,
             ..of("node-1", "node_cpu_seconds_total", Class::Saturation, 6.0)
         };
-        assert_eq!(kind(&[slow, late_steal]), ("b1".into(), Some("unknown".into())));
+        assert_eq!(kind(&[slow, late_steal]), ("b1".into(), Some("code_defect".into())));
         // An exporter that only went unanswered says nothing about its host.
         let unanswered = of("node-1", "up", Class::Availability, 40.0);
         assert_eq!(kind(&[unanswered]), ("node-1".into(), Some("unknown".into())));

@@ -17,6 +17,18 @@ pub(super) struct Incident {
 /// by none of the others).
 pub(super) const NEW_INCIDENTS_PER_ROUND: usize = 8;
 
+/// A leader whose evidence is latency alone waits `latency_rounds`, but no longer than the
+/// rounds that cover this span (ms): a starved or paused process's second of latency.
+pub(super) const LONE_LATENCY_MS: i64 = 60_000;
+
+/// A deviation of at least this many scales (four times the anomaly threshold), lasting
+/// `confirm_rounds`, opens an incident at its instance by itself: a container's working set up
+/// by half a gigabyte, a pod's 90th percentile up twentyfold, whatever the ranking's sum.
+pub(super) const STRONG_SCORE: f64 = 20.0;
+
+/// Weaker evidence lasts `weak_rounds`, but no longer than the rounds that cover this span (ms).
+pub(super) const WEAK_EVIDENCE_MS: i64 = 180_000;
+
 impl Detector {
     /// Judges every open incident on the evidence it explains (oldest first: evidence two
     /// incidents could explain goes to the older), then opens new incidents from what none
@@ -74,14 +86,12 @@ impl Detector {
         let mut pending = BTreeMap::new();
         for _ in 0..NEW_INCIDENTS_PER_ROUND {
             let candidates = self.rank(&rest);
-            let Some(leader) = candidates.first().filter(|leader| leader.score >= weak) else {
+            let Some(leader) = candidates.first() else {
                 break;
             };
-            assessment.tie_broken_by_name |= tied(&candidates);
-            let rounds = self.pending.get(&leader.instance).map_or(1, |rounds| rounds + 1);
-            pending.insert(leader.instance.clone(), rounds);
             let kind = self.kind(&rest, &candidates);
-            // A host's instances together are the evidence against the host.
+            // A host's instances together are the evidence against the host (its exporter's
+            // CPU counts once, however many CPUs it has: the instances it starves add to it).
             let mut evidence = leader.clone();
             if kind.as_deref().is_some_and(is_host_kind) {
                 let on_host = self.co_located(&rest, &candidates);
@@ -91,6 +101,12 @@ impl Detector {
                     .map(|c| c.score)
                     .sum();
             }
+            if evidence.score < weak && !self.strong(&rest, &leader.instance) {
+                break;
+            }
+            assessment.tie_broken_by_name |= tied(&candidates);
+            let rounds = self.pending.get(&leader.instance).map_or(1, |rounds| rounds + 1);
+            pending.insert(leader.instance.clone(), rounds);
             let confirmed = self.confirmed(&rest, &evidence, rounds, kind.as_deref());
             let kind = kind.unwrap_or_else(|| "unknown".to_string());
             let mut verdict = self.verdict(&rest, &candidates, time_ms, kind, None);
@@ -211,16 +227,44 @@ impl Detector {
         // Latency at instances of two services on one host at once is not one process's
         // pause: a host's saturation confirms like any other fault.
         let lone_latency = latency_only && !kind.is_some_and(is_host_kind);
-        let enough = if leader.score >= self.settings.min_score {
+        let enough = if self.strong(anomalies, name) || leader.score >= self.settings.min_score {
             rounds
-                >= self
-                    .settings
-                    .confirm_rounds
-                    .max(if lone_latency { self.settings.latency_rounds } else { 0 })
+                >= self.settings.confirm_rounds.max(if lone_latency {
+                    self.rounds_within(self.settings.latency_rounds, LONE_LATENCY_MS)
+                } else {
+                    0
+                })
         } else {
-            rounds >= self.settings.weak_rounds
+            rounds >= self.rounds_within(self.settings.weak_rounds, WEAK_EVIDENCE_MS)
         };
         enough && kind != Some("transient") && !self.behind
+    }
+
+    /// Paging apart from ranking: whether `instance` shows one strong deviation of its own (or
+    /// its callers towards it) that has lasted `confirm_rounds` ([`STRONG_SCORE`]): something is
+    /// wrong there, whatever the ranking's sum of its evidence. Traffic (load, a consequence),
+    /// restarts and the calls it makes (`outbound`) do not count.
+    pub(super) fn strong(&self, anomalies: &[Anomaly], instance: &str) -> bool {
+        anomalies.iter().any(|a| {
+            ((a.instance == instance && a.peer.is_none() && !a.outbound) || a.peer.as_deref() == Some(instance))
+                && !matches!(a.class, Class::Traffic | Class::Restart)
+                && a.score >= STRONG_SCORE
+                && a.rounds >= self.settings.confirm_rounds
+        })
+    }
+
+    /// `rounds`, or fewer where the scrape interval is long: at most as many as cover
+    /// `span_ms`, and never fewer than `confirm_rounds`. A wait measured in rounds at a 10 s
+    /// interval (six rounds of weak evidence: a minute) would be six minutes at a one-minute
+    /// interval, longer than many real faults last; what it guards against (a second's pause,
+    /// a blip) is over well within a minute's sample.
+    pub(super) fn rounds_within(&self, rounds: u32, span_ms: i64) -> u32 {
+        let covering = if self.interval_ms > 0 {
+            u32::try_from((span_ms + self.interval_ms - 1) / self.interval_ms).unwrap_or(u32::MAX)
+        } else {
+            rounds
+        };
+        rounds.min(covering).max(self.settings.confirm_rounds)
     }
 
     /// One round of an open incident on the evidence it explains: renewed while its own
@@ -260,9 +304,14 @@ impl Detector {
             .map(|candidate| candidate.score)
             .fold(0.0, f64::max);
         incident.own_score = own;
-        let Some(leader) = candidates.first().filter(|leader| leader.score >= weak) else {
+        // The incident's own instance still shows a strong deviation: it stands.
+        let own_strong = self.strong(anomalies, &open_instance);
+        let Some(leader) = candidates
+            .first()
+            .filter(|leader| leader.score >= weak || self.strong(anomalies, &leader.instance))
+        else {
             incident.leader = None;
-            return Self::fade(incident, false, self.settings.resolve_rounds);
+            return Self::fade(incident, own_strong, self.settings.resolve_rounds);
         };
         incident.quiet_rounds = 0;
         let rounds = match &incident.leader {
@@ -276,8 +325,8 @@ impl Detector {
             // A host's exporter whose stalls this incident explains does not take it over.
             let exporter = !is_host_kind(&incident.verdict.kind)
                 && !self.host_roles(anomalies, &leader.instance, i64::MAX).is_empty();
-            if !confirmed || exporter || own >= self.settings.min_score {
-                return Self::fade(incident, own >= weak, self.settings.resolve_rounds);
+            if !confirmed || exporter || own >= self.settings.min_score || own_strong {
+                return Self::fade(incident, own >= weak || own_strong, self.settings.resolve_rounds);
             }
         }
         // An open incident keeps its kind while the same instance leads: recovery (a

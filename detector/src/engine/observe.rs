@@ -3,6 +3,7 @@
 //! series' signals out once. The instances' placement and when each was last seen are kept here.
 
 use super::*;
+use crate::rules::Aggregate;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Part {
@@ -18,6 +19,17 @@ pub(super) struct SignalEntry {
     pub(super) peer: Option<String>,
     pub(super) signal: Signal,
     pub(super) pending: Option<(i64, f64, f64, bool, bool)>,
+    /// The series' labels (`__name__` and `le` left out), for the evidence; an aggregate's are
+    /// the labels every series it sums shares.
+    pub(super) labels: BTreeMap<String, String>,
+    /// For one series of an aggregate rule (`aggregate: sum`): the aggregate's signal, which is
+    /// judged on the sum of its series' interval values; this entry only turns its series'
+    /// readings into interval values.
+    pub(super) into: Option<usize>,
+    /// For an aggregate's signal: the entries of the series it sums.
+    pub(super) feeders: Vec<usize>,
+    /// For one series of an aggregate: its latest interval value and when it was read (ms).
+    pub(super) latest: Option<(i64, f64)>,
 }
 
 impl SignalEntry {
@@ -46,6 +58,46 @@ impl SignalEntry {
 }
 
 impl Detector {
+    /// Turns the readings pending for the series of aggregate rules into interval values and
+    /// gives each aggregate its sum as its reading: the latest interval value of every series
+    /// it sums that was read within two intervals of the newest (a series that stopped leaves
+    /// the sum then), stamped with the newest reading's time.
+    pub(super) fn sum_aggregates(&mut self) {
+        let mut touched = Vec::new();
+        for index in 0..self.signals.len() {
+            let entry = &mut self.signals[index];
+            let Some(into) = entry.into else { continue };
+            let Some((observed_ms, value, count, has_value, has_count)) = entry.pending.take() else {
+                continue;
+            };
+            if !(has_value && has_count) {
+                continue;
+            }
+            if let Some(interval_value) = entry.signal.interval_value(observed_ms, value, count) {
+                entry.latest = Some((observed_ms, interval_value));
+                touched.push(into);
+            }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        let stale_ms = 2 * self.interval_ms.max(1);
+        for aggregate in touched {
+            let feeders = &self.signals[aggregate].feeders;
+            let newest = feeders
+                .iter()
+                .filter_map(|&feeder| self.signals[feeder].latest.map(|(time_ms, _)| time_ms))
+                .max();
+            let Some(newest) = newest else { continue };
+            let sum: f64 = feeders
+                .iter()
+                .filter_map(|&feeder| self.signals[feeder].latest)
+                .filter(|(time_ms, _)| newest - time_ms < stale_ms)
+                .map(|(_, value)| value)
+                .sum();
+            self.signals[aggregate].pending = Some((newest, sum, 0.0, true, true));
+        }
+    }
+
     /// Whether the rounds judged from now on are judged while the detector is behind (its own
     /// rounds run late: the machine it shares with what it watches is starved). While behind,
     /// [`Detector::assess`] opens no verdict and lets no other instance take an open one over
@@ -190,6 +242,48 @@ impl Detector {
                 continue;
             }
             let peer = rule.peer(labels);
+            let series_labels: BTreeMap<String, String> = labels
+                .iter()
+                .filter(|(name, _)| name.as_str() != "le" && name.as_str() != "__name__")
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect();
+            // An aggregate rule's series each feed one signal of the instance (and peer), which
+            // is judged on their sum.
+            let into = if rule.spec.aggregate == Some(Aggregate::Sum) {
+                let aggregate_key = format!("{:?}|{rule_index}|aggregate|{peer:?}", instance.name);
+                let index = match self.signal_index.get(&aggregate_key) {
+                    Some(&index) => {
+                        // Its labels are what every series it sums shares.
+                        self.signals[index]
+                            .labels
+                            .retain(|name, value| series_labels.get(name) == Some(value));
+                        index
+                    }
+                    None => {
+                        self.signals.push(SignalEntry {
+                            rule: rule_index,
+                            instance: instance.name.clone(),
+                            peer: peer.clone(),
+                            signal: resource_scaled(
+                                Signal::new(ValueKind::Gauge, rule.spec.bad, rule.spec.floor),
+                                rule,
+                            ),
+                            pending: None,
+                            labels: series_labels.clone(),
+                            into: None,
+                            feeders: Vec::new(),
+                            latest: None,
+                        });
+                        let index = self.signals.len() - 1;
+                        self.signal_index.insert(aggregate_key, index);
+                        index
+                    }
+                };
+                Some(index)
+            } else {
+                None
+            };
+            let rule = &self.rules[rule_index];
             if let Some(peer) = &peer {
                 if self.peer_links.insert((instance.name.clone(), peer.clone())) {
                     self.graph_generation += 1;
@@ -214,14 +308,34 @@ impl Detector {
                 rule: rule_index,
                 instance: instance.name.clone(),
                 peer,
-                signal: Signal::new(rule.spec.kind, rule.spec.bad, rule.spec.floor)
-                    .with_counter_glitch(self.settings.counter_glitch),
+                signal: resource_scaled(
+                    Signal::new(rule.spec.kind, rule.spec.bad, rule.spec.floor)
+                        .with_counter_glitch(self.settings.counter_glitch),
+                    rule,
+                ),
                 pending: None,
+                labels: series_labels,
+                into,
+                feeders: Vec::new(),
+                latest: None,
             });
             let index = self.signals.len() - 1;
+            if let Some(aggregate) = into {
+                self.signals[aggregate].feeders.push(index);
+            }
             self.signal_index.insert(key.clone(), index);
             feeds.push((index, part));
         }
+    }
+}
+
+/// `signal` with no floor relative to its level when `rule` measures a resource (`resource:`):
+/// its scale follows its own noise, down to the rule's floor in the family's unit.
+fn resource_scaled(signal: Signal, rule: &Rule) -> Signal {
+    if rule.spec.resource.is_some() {
+        signal.absolute()
+    } else {
+        signal
     }
 }
 

@@ -41,13 +41,75 @@ impl Detector {
         self.instances.contains_key(host).then(|| host.to_string())
     }
 
+    /// The (host exporter, resource) pairs whose trouble another instance on the host accounts
+    /// for: a host's own exporter (a rule with `role: host`) whose CPU or memory anomaly is
+    /// matched, in the same unit, by at least half its deviation at an instance placed on the
+    /// host or placed on no host at all (a pod whose node is not known) — busy cores by a
+    /// container's cores, available bytes fallen by a working set grown. That instance's
+    /// trouble is what the host shows; the host is not starving it (docs/detector.md,
+    /// "Resources").
+    pub(super) fn explained_by_containers<'a>(&self, anomalies: &'a [Anomaly]) -> BTreeSet<(&'a str, Resource)> {
+        let mut explained = BTreeSet::new();
+        for host_anomaly in anomalies.iter().filter(|a| {
+            a.peer.is_none()
+                && matches!(a.resource, Some(Resource::Cpu | Resource::Memory))
+                && a.deviation > 0.0
+                && self.roles_of(&a.instance).contains(&Role::Host)
+        }) {
+            let Some(host) = self
+                .instances
+                .get(&host_anomaly.instance)
+                .map(|info| info.host.as_str())
+            else {
+                continue;
+            };
+            let accounted = anomalies.iter().any(|other| {
+                other.peer.is_none()
+                    && other.instance != host_anomaly.instance
+                    && other.resource == host_anomaly.resource
+                    && other.deviation >= 0.5 * host_anomaly.deviation
+                    && !self.roles_of(&other.instance).contains(&Role::Host)
+                    && self
+                        .instances
+                        .get(&other.instance)
+                        .is_some_and(|info| info.host == host || info.host.is_empty())
+            });
+            if accounted {
+                if let Some(resource) = host_anomaly.resource {
+                    explained.insert((host_anomaly.instance.as_str(), resource));
+                }
+            }
+        }
+        explained
+    }
+
     /// Scores every instance that has evidence (see the module docs).
     pub fn rank(&self, anomalies: &[Anomaly]) -> Vec<Candidate> {
         let mut own: BTreeMap<&str, (f64, BTreeSet<Class>, i64)> = BTreeMap::new();
         let mut pointed: BTreeMap<&str, BTreeMap<&str, f64>> = BTreeMap::new();
         let mut pointed_onset: BTreeMap<&str, i64> = BTreeMap::new();
+        // An instance's own evidence counts once per family (metric) and class: the strongest
+        // of its series (eight CPUs' steal, a summary's two quantiles are one piece of evidence
+        // each), so what a fault weighs does not grow with the exporter's cardinality.
+        let mut strongest: BTreeMap<(&str, &str, Class), (f64, f64)> = BTreeMap::new();
+        for anomaly in anomalies.iter().filter(|anomaly| anomaly.peer.is_none()) {
+            let family = anomaly.metric.as_str();
+            let entry = strongest
+                .entry((anomaly.instance.as_str(), family, anomaly.class))
+                .or_insert((0.0, anomaly.score));
+            entry.0 = entry.0.max(strength(anomaly.score));
+            entry.1 = entry.1.max(anomaly.score);
+        }
+        let explained = self.explained_by_containers(anomalies);
         for anomaly in anomalies {
-            let strength = (anomaly.score / 10.0).clamp(0.5, 1.0);
+            if anomaly.peer.is_none()
+                && anomaly
+                    .resource
+                    .is_some_and(|resource| explained.contains(&(anomaly.instance.as_str(), resource)))
+            {
+                continue;
+            }
+            let strength = strength(anomaly.score);
             match (&anomaly.peer, anomaly.class) {
                 (Some(peer), Class::Errors | Class::Latency | Class::Saturation | Class::Availability) => {
                     let per_caller = pointed.entry(peer.as_str()).or_default();
@@ -56,6 +118,8 @@ impl Detector {
                     *onset = (*onset).min(anomaly.onset_ms);
                 }
                 (Some(_), _) => {}
+                // Calls the instance makes are slow: something it calls is, not it.
+                (None, Class::Latency | Class::Errors) if anomaly.outbound => {}
                 (None, class) => {
                     let weight = match class {
                         Class::Availability => 4.0,
@@ -67,13 +131,47 @@ impl Detector {
                         Class::Traffic if self.is_entry(&anomaly.instance) => 2.0,
                         Class::Traffic => 0.5,
                     };
+                    let family = anomaly.metric.as_str();
+                    // Only the family's strongest series adds (ties: the first of them).
+                    let key = (anomaly.instance.as_str(), family, anomaly.class);
+                    let counted = match strongest.get_mut(&key) {
+                        Some((best, _)) if *best > 0.0 && (strength - *best).abs() <= 1e-12 => {
+                            *best = 0.0;
+                            true
+                        }
+                        _ => false,
+                    };
                     let entry =
                         own.entry(anomaly.instance.as_str())
                             .or_insert((0.0, BTreeSet::new(), anomaly.onset_ms));
-                    entry.0 += weight * strength;
+                    if counted {
+                        entry.0 += weight * strength;
+                    }
                     entry.1.insert(class);
                     entry.2 = entry.2.min(anomaly.onset_ms);
                 }
+            }
+        }
+        // An instance whose own latency rose while the calls it makes slowed, with no resource,
+        // error or availability trouble of its own, is waiting on a callee: its latency counts
+        // for little (a caller's latency is its callee's delay, seen once more).
+        for (name, (score, classes, _)) in own.iter_mut() {
+            let waiting = anomalies
+                .iter()
+                .any(|a| a.instance == *name && a.peer.is_none() && a.outbound && a.class == Class::Latency);
+            let troubled_itself = anomalies.iter().any(|a| {
+                a.instance == *name
+                    && a.peer.is_none()
+                    && !a.outbound
+                    && (a.resource.is_some() || matches!(a.class, Class::Errors | Class::Availability | Class::Restart))
+            });
+            if waiting
+                && !troubled_itself
+                && classes
+                    .iter()
+                    .all(|class| matches!(class, Class::Latency | Class::Traffic))
+            {
+                *score *= WAITING_ON_A_CALLEE;
             }
         }
         let mut names: BTreeSet<&str> = own.keys().copied().collect();
@@ -145,6 +243,18 @@ pub(super) fn tied(candidates: &[Candidate]) -> bool {
         [first, second, ..] => (first.score - second.score).abs() <= 1e-9 * first.score.abs().max(1.0),
         _ => false,
     }
+}
+
+/// What the latency of an instance waiting on a callee (its outbound calls slowed with it, and
+/// nothing of its own is wrong) still counts.
+pub(super) const WAITING_ON_A_CALLEE: f64 = 0.3;
+
+/// How much one anomaly of `score` scales weighs in the ranking: from half (a score at the
+/// threshold's lower reach) to one (10 scales and more). Ranking weighs how many kinds of
+/// trouble an instance shows and where; how strong one deviation is decides paging instead
+/// ([`super::lifecycle::STRONG_SCORE`]).
+pub(super) fn strength(score: f64) -> f64 {
+    (score / 10.0).clamp(0.5, 1.0)
 }
 
 #[cfg(test)]
