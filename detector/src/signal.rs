@@ -81,6 +81,9 @@ pub struct Signal {
     absolute: bool,
 }
 
+/// Values whose mean a resource's level shift is judged on ([`Signal::judge`]).
+const LEVEL_ROUNDS: usize = 3;
+
 /// Intervals a restart stays anomalous (30 = 5 minutes at a 10 s interval).
 const RESTART_MEMORY: u32 = 30;
 
@@ -228,11 +231,41 @@ impl Signal {
         let (median, scale) = self.baseline(relative_floor);
         let direction = if self.bad == Bad::Up { 1.0 } else { -1.0 };
         let deviation = (value - median) * direction;
-        let score = deviation / scale;
-        let anomalous = score >= tuning.threshold && deviation >= self.floor;
+        let mut score = deviation / scale;
+        let mut anomalous = score >= tuning.threshold && deviation >= self.floor;
         let mut onset = time_ms;
+        // A resource's level shift: the last LEVEL_ROUNDS values all on the bad side, their mean
+        // judged against the scale of a mean of that many (scale / √n, for values that vary
+        // independently round to round). A busy pod's CPU moves about by half a core from
+        // minute to minute; a stress that adds one core for five minutes is no single
+        // outlier but plainly a new level (Sock Shop's front-end).
+        if !anomalous && self.absolute && self.recent.len() + 1 >= LEVEL_ROUNDS {
+            let last: Vec<(i64, f64)> = self
+                .recent
+                .iter()
+                .rev()
+                .take(LEVEL_ROUNDS - 1)
+                .copied()
+                .chain(std::iter::once((time_ms, value)))
+                .collect();
+            let leaning = last.iter().all(|(_, earlier)| (earlier - median) * direction > 0.0);
+            let mean_deviation = last
+                .iter()
+                .map(|(_, earlier)| (earlier - median) * direction)
+                .sum::<f64>()
+                / LEVEL_ROUNDS as f64;
+            let level = mean_deviation / (scale / (LEVEL_ROUNDS as f64).sqrt());
+            if leaning && level >= tuning.threshold && mean_deviation >= self.floor {
+                anomalous = true;
+                score = level;
+                onset = last.iter().map(|(at, _)| *at).min().unwrap_or(time_ms);
+            }
+        }
         if anomalous && self.anomalous_for == 0 {
             for &(earlier, earlier_value) in self.recent.iter().rev() {
+                if earlier >= onset {
+                    continue;
+                }
                 if (earlier_value - median) * direction / scale >= tuning.onset_threshold {
                     onset = earlier;
                 } else {

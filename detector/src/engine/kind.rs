@@ -333,8 +333,10 @@ pub(super) fn is_host_kind(kind: &str) -> bool {
 /// Whether one instance's trouble of `kind` may be its host's: slowness, a hang, exhausted
 /// pools, a swollen mailbox, a surge of retries or trouble of no known kind, all of which a
 /// starved host (CPU steal, memory pressure) causes. A dead process (`node_loss`, whose own
-/// exporter reports it down), a restart (`cold_start`, `transient`), dropped sessions and
-/// the network's kinds are never renamed `host_saturation`.
+/// exporter reports it down), a restart (`cold_start`, `transient`), dropped sessions, the
+/// network's kinds and a container's own CPU or memory rising (`cpu_saturation`,
+/// `memory_pressure`: a starved host does not make its containers use more; a container that
+/// does starves its neighbours) are never renamed `host_saturation`.
 pub(super) fn host_may_explain(kind: &str) -> bool {
     matches!(
         kind,
@@ -344,7 +346,6 @@ pub(super) fn host_may_explain(kind: &str) -> bool {
             | "mailbox_overload"
             | "retry_storm"
             | "unknown"
-            | "cpu_saturation"
             | "code_defect"
             | "network_delay"
     )
@@ -357,8 +358,7 @@ pub(super) fn host_may_explain(kind: &str) -> bool {
 /// other rename waits for a new verdict.
 pub(super) fn sharpens(open: &str, new: &str) -> bool {
     let vague = matches!(open, "slow_node" | "unknown" | "code_defect" | "network_delay");
-    (vague && matches!(new, "node_hang" | "node_loss"))
-        || ((vague || matches!(open, "pool_exhaustion" | "cpu_saturation")) && is_host_kind(new))
+    (vague && matches!(new, "node_hang" | "node_loss")) || ((vague || open == "pool_exhaustion") && is_host_kind(new))
 }
 
 /// The kind of an instance's own trouble when none of its roles names one (real fleets'
