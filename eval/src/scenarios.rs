@@ -355,35 +355,75 @@ pub fn score(
     }
     // Each fault, in onset order, gets the first unmatched incident opened at or after its
     // onset that ever named one of its hosts first; failing that, the first unmatched one
-    // opened within ten intervals of the onset (a wrong answer, scored as such).
+    // opened within ten intervals of the onset (a wrong answer, scored as such). One to one:
+    // an incident answers one fault, except that datacenters degraded together (faults of
+    // `dc_degradation` starting within an interval of each other) are one event, answered by
+    // one incident naming them all: each such fault is scored against the group's datacenters
+    // and hosts together. A fault an incident already answering another absorbed is a miss.
     let mut order: Vec<usize> = (0..truth.len()).collect();
     order.sort_by_key(|&index| truth[index].onset_ms);
+    let together = |one: &Truth, other: &Truth| {
+        one.kind == "dc_degradation"
+            && other.kind == "dc_degradation"
+            && (one.onset_ms - other.onset_ms).abs() as f64 <= interval_ms
+    };
+    let merged: Vec<Truth> = truth
+        .iter()
+        .map(|fault| {
+            let mut event = fault.clone();
+            for other in truth.iter().filter(|other| together(fault, other)) {
+                event.dcs.extend(other.dcs.iter().cloned());
+                event.hosts.extend(other.hosts.iter().cloned());
+            }
+            event.dcs.sort();
+            event.dcs.dedup();
+            event.hosts.sort();
+            event.hosts.dedup();
+            event
+        })
+        .collect();
     let mut used = vec![false; seen.len()];
     let mut right = vec![false; seen.len()];
+    let mut answered: Vec<Option<usize>> = vec![None; truth.len()];
     let mut scored: Vec<Option<IncidentScore>> = vec![None; truth.len()];
+    // First, each fault takes the first unmatched incident that names it (its host first);
+    // only then do the faults left take an incident that opened near their onset as a wrong
+    // answer, so an earlier fault's wrong answer never takes a later fault's right one.
+    let mut named_by: Vec<Option<usize>> = vec![None; truth.len()];
+    {
+        let mut taken = vec![false; seen.len()];
+        for &index in &order {
+            let fault = &merged[index];
+            let names = |verdict: &Verdict| verdict.hosts.first().is_some_and(|host| fault.hosts.contains(host));
+            let first = (0..seen.len()).find(|&i| {
+                !taken[i] && seen[i].opened_ms >= fault.onset_ms && seen[i].states.iter().any(|(_, v)| names(v))
+            });
+            if let Some(i) = first {
+                taken[i] = true;
+                named_by[index] = Some(i);
+            }
+        }
+    }
+    let claimed: Vec<bool> = (0..seen.len()).map(|i| named_by.contains(&Some(i))).collect();
     for index in order {
-        let fault = &truth[index];
+        let fault = &merged[index];
         let names_fault = |verdict: &Verdict| verdict.hosts.first().is_some_and(|host| fault.hosts.contains(host));
         // For an incident several faults joined: it names this fault's host among its own.
         let names_joined = |verdict: &Verdict| verdict.hosts.iter().any(|host| fault.hosts.contains(host));
         let after = |incident: &Seen| incident.opened_ms >= fault.onset_ms;
-        // An incident that grew to name this fault's host too (a second node of the same kind
-        // joining it) answers this fault as well, from the round it named it.
-        let joined = |incident: &Seen| {
-            incident.states.iter().any(|(time_ms, v)| {
-                *time_ms >= fault.onset_ms
-                    && kind_matches(&fault.kind, &v.kind)
-                    && v.hosts.iter().skip(1).any(|host| fault.hosts.contains(host))
+        // The incident of a fault of the same event (datacenters degraded together).
+        let same_event = (0..truth.len())
+            .filter(|&other| other != index && together(&truth[index], &truth[other]))
+            .find_map(|other| answered[other]);
+        let matched = same_event.or(named_by[index]).or_else(|| {
+            (0..seen.len()).find(|&i| {
+                !used[i]
+                    && !claimed[i]
+                    && after(&seen[i])
+                    && seen[i].opened_ms <= fault.onset_ms + 10 * interval_ms as i64
             })
-        };
-        let matched = (0..seen.len())
-            .find(|&i| !used[i] && after(&seen[i]) && seen[i].states.iter().any(|(_, v)| names_fault(v)))
-            .or_else(|| (0..seen.len()).find(|&i| used[i] && joined(&seen[i])))
-            .or_else(|| {
-                (0..seen.len()).find(|&i| {
-                    !used[i] && after(&seen[i]) && seen[i].opened_ms <= fault.onset_ms + 10 * interval_ms as i64
-                })
-            });
+        });
+        answered[index] = matched;
         let shared = matched.is_some_and(|i| used[i]);
         if let Some(i) = matched.filter(|_| !shared) {
             used[i] = true;
@@ -737,6 +777,92 @@ pub fn summarize(results: &[ScenarioResult]) -> Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn fault(kind: &str, dc: &str, host: &str, onset_ms: i64) -> Truth {
+        Truth {
+            scenario: "s".into(),
+            kind: kind.into(),
+            service: "redis".into(),
+            dcs: vec![dc.into()],
+            hosts: vec![host.into()],
+            instances: vec![format!("{host}-redis")],
+            onset_ms,
+            end_ms: None,
+        }
+    }
+
+    fn open(id: &str, kind: &str, dcs: &[&str], hosts: &[&str]) -> Verdict {
+        Verdict {
+            id: id.into(),
+            kind: kind.into(),
+            dc: dcs[0].into(),
+            dcs: dcs.iter().map(|dc| dc.to_string()).collect(),
+            hosts: hosts.iter().map(|host| host.to_string()).collect(),
+            service: "redis".into(),
+            instances: hosts.iter().map(|host| format!("{host}-redis")).collect(),
+            confidence: 0.9,
+            leader_share: 1.0,
+            candidates: Vec::new(),
+            evidence: Vec::new(),
+            onset_ms: 0,
+            opened_ms: 0,
+        }
+    }
+
+    /// Issue 38: incidents answer faults one to one. A second node lost while the first's
+    /// incident is open, which that incident absorbs (it grows to name the second host), is a
+    /// miss and not a second right answer; an earlier fault's wrong answer does not take a
+    /// later fault's right one; two datacenters degraded at once are one event, both answered
+    /// by the one incident naming both.
+    #[test]
+    fn incidents_answer_faults_one_to_one() {
+        let rounds = |states: Vec<(i64, Vec<Verdict>)>| -> Vec<Judged> {
+            states
+                .into_iter()
+                .map(|(time_ms, incidents)| Judged {
+                    time_ms,
+                    incidents,
+                    anomalies: Vec::new(),
+                })
+                .collect()
+        };
+        let score_of = |truth: &[Truth], judged: &[Judged]| score("s", truth, judged, &BTreeMap::new(), &[], 10, 600.0);
+        // Absorbed: one incident, opened for h1, later naming h2 too.
+        let truth = [
+            fault("node_loss", "dc-1", "h1", 0),
+            fault("node_loss", "dc-1", "h2", 60_000),
+        ];
+        let first = open("a", "node_loss", &["dc-1"], &["h1"]);
+        let grown = open("a", "node_loss", &["dc-1"], &["h1", "h2"]);
+        let result = score_of(
+            &truth,
+            &rounds(vec![(10_000, vec![first.clone()]), (70_000, vec![grown])]),
+        );
+        assert_eq!(result.incidents[0].epicenter.host_ac1, 1.0);
+        assert!(result.incidents[1].verdict.is_none(), "{:?}", result.incidents[1]);
+        assert_eq!(result.false_verdicts, 0);
+        // A wrong answer near an earlier fault's onset is not taken from the later fault it names.
+        let truth = [
+            fault("slow_node", "dc-3", "h9", 0),
+            fault("link_degradation", "dc-2", "h5", 5_000),
+        ];
+        let link = open("b", "link_degradation", &["dc-2", "dc-3"], &["h5"]);
+        let result = score_of(&truth, &rounds(vec![(20_000, vec![link])]));
+        assert!(result.incidents[0].verdict.is_none(), "{:?}", result.incidents[0]);
+        assert_eq!(result.incidents[1].epicenter.host_ac1, 1.0);
+        // Two datacenters degraded together: one incident naming both answers both.
+        let truth = [
+            fault("dc_degradation", "dc-2", "h2", 0),
+            fault("dc_degradation", "dc-3", "h3", 0),
+        ];
+        let both = open("c", "dc_degradation", &["dc-2", "dc-3"], &["h3", "h2"]);
+        let result = score_of(&truth, &rounds(vec![(10_000, vec![both])]));
+        assert_eq!(result.false_verdicts, 0);
+        for incident in &result.incidents {
+            assert_eq!(incident.epicenter.host_ac1, 1.0, "{incident:?}");
+            assert!(incident.dcs_right && incident.kind_right, "{incident:?}");
+        }
+    }
 
     /// The Brier score and the reliability table, against values worked by hand.
     #[test]

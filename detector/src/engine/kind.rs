@@ -35,10 +35,10 @@ impl Detector {
                 return Some("link_degradation".to_string());
             }
         }
-        if let Some(dc) = self.degraded_dc(anomalies) {
-            if dc == leader.dc {
-                return Some("dc_degradation".to_string());
-            }
+        // The leader's datacenter degraded, alone or with others (one incident of them all).
+        let degraded = self.degraded_dcs(anomalies);
+        if degraded.first() == Some(&leader.dc) || (degraded.len() >= 2 && degraded.contains(&leader.dc)) {
+            return Some("dc_degradation".to_string());
         }
         let own: Vec<&Anomaly> = anomalies.iter().filter(|a| a.instance == leader.instance).collect();
         let has = |class: Class| own.iter().any(|a| a.class == class && a.peer.is_none());
@@ -303,24 +303,75 @@ impl Detector {
             })
     }
 
-    /// A datacenter whose calls from other datacenters slowed or failed towards two or more
-    /// of its instances while its own instances' calls outwards did too.
-    pub(super) fn degraded_dc(&self, anomalies: &[Anomaly]) -> Option<String> {
+    /// Every datacenter whose calls from other datacenters slowed or failed towards two or
+    /// more of its instances, from every datacenter whose instances call it (to two or more
+    /// of its hosts, where that datacenter calls more than one), while its own
+    /// instances' calls outwards slowed too; the one most callers see first (then by name). A
+    /// healthy datacenter that calls a degraded one sees its calls into it slow and the
+    /// degraded one's calls into it slow as well, but not a third, healthy datacenter's: with
+    /// four datacenters two degraded ones are told from the healthy two; with three, a healthy
+    /// one between two degraded ones looks degraded too.
+    pub(super) fn degraded_dcs(&self, anomalies: &[Anomaly]) -> Vec<String> {
         let mut inbound: BTreeMap<&str, CallersAndCallees<'_>> = BTreeMap::new();
+        // Per callee datacenter, per calling datacenter: the hosts its slowed calls reached.
+        let mut slow_from: BTreeMap<&str, BTreeMap<&str, BTreeSet<&str>>> = BTreeMap::new();
         let mut outbound: BTreeMap<&str, usize> = BTreeMap::new();
         for (caller, callee) in self.slow_calls_across_datacenters(anomalies) {
             let entry = inbound.entry(callee.dc.as_str()).or_default();
             entry.0.insert(caller.name.as_str());
             entry.1.insert(callee.name.as_str());
+            slow_from
+                .entry(callee.dc.as_str())
+                .or_default()
+                .entry(caller.dc.as_str())
+                .or_default()
+                .insert(callee.host.as_str());
             *outbound.entry(caller.dc.as_str()).or_default() += 1;
         }
-        inbound
+        // Which datacenters' instances call into each datacenter at all (client series with a
+        // peer).
+        let mut calling: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (caller, callee) in self.peer_edges() {
+            let (Some(caller), Some(callee)) = (self.instances.get(&caller), self.instances.get(&callee)) else {
+                continue;
+            };
+            if caller.dc != callee.dc {
+                calling.entry(callee.dc.clone()).or_default().insert(caller.dc.clone());
+            }
+        }
+        let mut degraded: Vec<(&str, usize)> = inbound
             .into_iter()
             .filter(|(dc, (callers, callees))| {
-                callers.len() >= 2 && callees.len() >= 2 && outbound.get(dc).copied().unwrap_or(0) >= 2
+                // Every datacenter that calls it sees its calls slow, to more than one of its
+                // hosts where it calls more than one (one starved host slows every call into
+                // it too, from everywhere, but only into that host).
+                let reached_hosts = |caller_dc: &str| {
+                    self.peer_edges()
+                        .iter()
+                        .filter_map(|(caller, callee)| Some((self.instances.get(caller)?, self.instances.get(callee)?)))
+                        .filter(|(caller, callee)| caller.dc == caller_dc && callee.dc == **dc)
+                        .map(|(_, callee)| callee.host.clone())
+                        .collect::<BTreeSet<String>>()
+                        .len()
+                };
+                let from_everywhere = calling.get(*dc).is_none_or(|callers_dcs| {
+                    callers_dcs.iter().all(|caller_dc| {
+                        let slow_hosts = slow_from
+                            .get(dc)
+                            .and_then(|by_caller| by_caller.get(caller_dc.as_str()))
+                            .map_or(0, BTreeSet::len);
+                        slow_hosts >= 2.min(reached_hosts(caller_dc))
+                    })
+                });
+                callers.len() >= 2
+                    && callees.len() >= 2
+                    && outbound.get(dc).copied().unwrap_or(0) >= 2
+                    && from_everywhere
             })
-            .max_by_key(|(_, (callers, _))| callers.len())
-            .map(|(dc, _)| dc.to_string())
+            .map(|(dc, (callers, _))| (dc, callers.len()))
+            .collect();
+        degraded.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        degraded.into_iter().map(|(dc, _)| dc.to_string()).collect()
     }
 }
 

@@ -25,12 +25,35 @@ impl Detector {
         } else {
             None
         };
+        // A datacenter's degradation names every datacenter degraded with it (and those the
+        // incident named while they still are).
+        let degraded_dcs: Vec<String> = if kind == "dc_degradation" {
+            let now = self.degraded_dcs(anomalies);
+            let mut dcs = vec![leader.dc.clone()];
+            if now.len() >= 2 && now.contains(&leader.dc) {
+                dcs.extend(now.iter().cloned());
+            }
+            if let Some(previous) = previous.filter(|previous| previous.kind == "dc_degradation") {
+                dcs.extend(previous.dcs.iter().filter(|dc| now.contains(dc)).cloned());
+            }
+            dcs.sort();
+            dcs.dedup();
+            dcs
+        } else {
+            Vec::new()
+        };
         let (service, instances) = if kind == "dc_degradation" {
-            let in_dc: Vec<String> = candidates
+            let mut in_dc: Vec<String> = candidates
                 .iter()
                 .filter(|c| c.dc == leader.dc)
                 .map(|c| c.instance.clone())
                 .collect();
+            in_dc.extend(
+                candidates
+                    .iter()
+                    .filter(|c| c.dc != leader.dc && degraded_dcs.contains(&c.dc))
+                    .map(|c| c.instance.clone()),
+            );
             ("network".to_string(), in_dc)
         } else if let Some((one, other)) = &link {
             let at_either_end: Vec<String> = candidates
