@@ -822,7 +822,11 @@ fn several_incidents_at_once_stay_apart() {
     for scenario in report["scenarios"].as_array().unwrap() {
         let name = scenario["scenario"].as_str().unwrap();
         for incident in scenario["incidents"].as_array().unwrap() {
-            assert_eq!(incident["epicenter"]["host_ac1"].as_f64(), Some(1.0), "{name}: {incident}");
+            assert_eq!(
+                incident["epicenter"]["host_ac1"].as_f64(),
+                Some(1.0),
+                "{name}: {incident}"
+            );
             assert_eq!(incident["kind_right"].as_bool(), Some(true), "{name}: {incident}");
             assert_eq!(incident["dcs_right"].as_bool(), Some(true), "{name}: {incident}");
         }
