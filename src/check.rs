@@ -98,10 +98,20 @@ fn check_config(args: &ConfigArgs) -> ExitCode {
         }
     };
     if config.detector.enabled {
-        if let Err(error) = config.detector.load_rules() {
-            eprintln!("error: {source}: {error}");
-            eprintln!("{source}: 1 problem found");
-            return ExitCode::from(EXIT_CONFIG);
+        match config.detector.load_rules() {
+            Ok(rules) => {
+                // Rules that cannot read their family, as far as the formats alone say;
+                // `replay --prometheus` checks them against a server's families too.
+                let rules_source = config.detector.rules_source();
+                for warning in epicenter_detector::rules::shape_warnings(&rules) {
+                    eprintln!("warning: {source}: {rules_source}: {warning}");
+                }
+            }
+            Err(error) => {
+                eprintln!("error: {source}: {error}");
+                eprintln!("{source}: 1 problem found");
+                return ExitCode::from(EXIT_CONFIG);
+            }
         }
     }
     // The secrets and TLS files `run` reads at start-up: a variable that is not set or a

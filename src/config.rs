@@ -90,6 +90,21 @@ impl Config {
         })
     }
 
+    /// Makes every relative path written in the file relative to `directory`, the file's
+    /// folder, as Prometheus reads the paths of its configuration: the scrape jobs' files,
+    /// `storage` (the embedded store, the spool, password and TLS files), `server` (token and
+    /// TLS files) and `detector.rules_file`. Absolute paths and paths not written (defaults)
+    /// stay as they are. Called once, when the configuration is read from a file
+    /// ([`crate::config_file::read`]); a configuration built in the program has no folder.
+    pub(crate) fn set_directory(&mut self, directory: &std::path::Path) {
+        for job in &mut self.scrape_configs {
+            job.set_directory(directory);
+        }
+        self.storage.set_directory(directory);
+        self.server.set_directory(directory);
+        self.detector.set_directory(directory);
+    }
+
     /// Checks every section (no network; TLS files are read) and returns the scrape jobs with
     /// their defaults resolved, or every problem. Problems come in a fixed order, whatever the
     /// file's: `global` and `scrape_configs`, `storage`, `notifiers`, `storage.retention`,

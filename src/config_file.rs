@@ -26,8 +26,9 @@ pub(crate) fn print_read_errors(source: &str, errors: &[ConfigError]) {
 
 /// Reads the configuration file at `path` and the files its `scrape_config_files` name
 /// (their jobs added after the file's own, as Prometheus 2.43 does), printing every problem
-/// with its file, line and column. The jobs' relative file paths are made relative to the
-/// folder of the file that holds them, as Prometheus does. Errors: exit status 64.
+/// with its file, line and column. Every relative path written in a file is made relative
+/// to the folder of that file, as Prometheus does ([`Config::set_directory`]; the jobs of a
+/// `scrape_config_files` file to that file's folder). Errors: exit status 64.
 pub(crate) fn read(path: &Path) -> Result<Config, ExitCode> {
     let source = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|error| {
@@ -38,11 +39,11 @@ pub(crate) fn read(path: &Path) -> Result<Config, ExitCode> {
         print_read_errors(&source, &errors);
         ExitCode::from(EXIT_CONFIG)
     })?;
+    // `epicenter.yml`'s folder is the empty path: its paths stay as written, relative to
+    // the working directory, which is that folder.
     let base = path.parent().unwrap_or(Path::new("."));
-    // The jobs' relative file paths are relative to this file's folder, as in Prometheus.
-    for job in &mut config.scrape_configs {
-        job.set_directory(base);
-    }
+    // Every relative path in the file is relative to its folder, as in Prometheus.
+    config.set_directory(base);
     let more = epicenter_collector::discovery::read_scrape_config_files(&config.scrape_config_files, base).map_err(
         |failed| {
             for (file, errors) in &failed {

@@ -45,7 +45,9 @@ pub(crate) fn store_config(config: Option<&PathBuf>, data: Option<&PathBuf>) -> 
     };
     if let Some(data) = data {
         config.storage.clickhouse = None;
-        config.storage.embedded = Some(EmbeddedConfig { path: data.clone() });
+        config.storage.embedded = Some(EmbeddedConfig {
+            path: Some(data.clone()),
+        });
     }
     Ok(config)
 }

@@ -36,14 +36,15 @@ pub(crate) struct ReplayArgs {
 
     /// Read the samples from this Prometheus server's HTTP API (`http://prometheus:9090`)
     /// instead of epicenter's store: the series the rules name, placed by --config's
-    /// `placement`; needs --from and --to. "What would epicenter have said about last
-    /// Tuesday?"
+    /// `placement`, with the server's `up` series; a gap in a series is not taken for a lost
+    /// target (the server's `up` says which were). Needs --from and --to. "What would
+    /// epicenter have said about last Tuesday?"
     #[arg(long, value_name = "URL", requires_all = ["from", "to"])]
     prometheus: Option<String>,
 
     /// YAML with how to reach --prometheus: the HTTP keys of a scrape_config (`basic_auth`,
     /// `authorization`, `bearer_token_file`, `oauth2`, `tls_config`), so no secret goes on the
-    /// command line.
+    /// command line. Relative paths in it are read from its folder.
     #[arg(long, value_name = "FILE", requires = "prometheus")]
     prometheus_config: Option<PathBuf>,
 
@@ -100,6 +101,9 @@ pub(crate) fn run(args: &ReplayArgs) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    for warning in epicenter_detector::rules::shape_warnings(&rules) {
+        eprintln!("warning: {}: {warning}", config.detector.rules_source());
+    }
     if args.write && args.prometheus.is_some() && args.config.is_none() && args.data.is_none() {
         eprintln!("error: replay --prometheus --write needs the store to write to: --data DIR (created when missing) or --config FILE");
         return ExitCode::from(2);
@@ -197,7 +201,8 @@ fn write(
 
 /// The verdict events of replaying the samples the rules name between `from` and `to` (ms) on
 /// the Prometheus server at `url`, placed by `config.placement`, window by window (progress
-/// on stderr). Errors are printed: exit 64 for a bad URL or settings file (named), 1 when the
+/// on stderr), after warning on stderr about rules whose kind does not fit the family the
+/// server has (`epicenter_detector::rules::data_warnings`). Errors are printed: exit 64 for a bad URL or settings file (named), 1 when the
 /// server cannot be read.
 fn from_prometheus(
     url: &str,
@@ -209,12 +214,26 @@ fn from_prometheus(
     use epicenter_eval::prometheus::{Progress, RawSeries};
     let source = prometheus_source(url, settings)?;
     let runtime = crate::open::runtime()?;
+    // Rules whose kind does not fit the family the server has: said, never a reason to stop.
+    match runtime.block_on(source.holdings(&rules, (from, to))) {
+        Ok(holdings) => {
+            for warning in epicenter_detector::rules::data_warnings(&rules, &holdings) {
+                eprintln!("warning: {}: {warning}", config.detector.rules_source());
+            }
+        }
+        Err(error) => eprintln!("warning: replay: the rules were not checked against {url}'s families: {error}"),
+    }
     let mut metrics: Vec<String> = epicenter_detector::live::rule_metrics(&rules).into_iter().collect();
     metrics.sort();
     // Half-hour windows: a day of a thousand-target fleet's rule series stays far under
     // Prometheus's default query.max-samples (50 million) per query.
     let window_ms = 30 * 60 * 1000;
-    let mut replayer = epicenter_eval::replay::Replayer::new(rules, config.detector.dependencies());
+    // A gap in the server's series is not a lost target; its `up` series say which were.
+    let mut replayer = epicenter_eval::replay::Replayer::with_settings(
+        rules,
+        config.detector.dependencies(),
+        epicenter_eval::prometheus::replay_settings(),
+    );
     let mut read = 0;
     let mut each = |series: Vec<RawSeries>, progress: Progress| {
         eprintln!(
@@ -240,7 +259,7 @@ fn from_prometheus(
 }
 
 /// The Prometheus server at `url`, reached with the HTTP settings of the `--prometheus-config`
-/// file `settings` (none: plain HTTP). Errors are printed: exit 64 for a bad URL or settings
+/// file `settings` (none: plain HTTP; its relative paths read from its folder). Errors are printed: exit 64 for a bad URL or settings
 /// file (named).
 pub(crate) fn prometheus_source(
     url: &str,
@@ -253,10 +272,13 @@ pub(crate) fn prometheus_source(
                 eprintln!("error: --prometheus-config {}: {error}", path.display());
                 ExitCode::from(EXIT_CONFIG)
             })?;
-            HttpSettings::from_yaml(&text).map_err(|error| {
+            let mut parsed = HttpSettings::from_yaml(&text).map_err(|error| {
                 eprintln!("error: --prometheus-config {}: {error}", path.display());
                 ExitCode::from(EXIT_CONFIG)
-            })?
+            })?;
+            // Its relative paths are read from its folder, as the configuration's are.
+            parsed.set_directory(path.parent().unwrap_or(std::path::Path::new(".")));
+            parsed
         }
         None => HttpSettings::default(),
     };

@@ -405,3 +405,141 @@ fn relative_paths_in_jobs_are_relative_to_the_configuration_s_folder() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 38: every relative path in the file is read from the file's folder, as Prometheus
+/// reads its configuration's, epicenter's own sections too: `detector.rules_file`, the
+/// embedded store, the spool, the live endpoint's password files, `server`'s token and TLS
+/// files. Checked from `/`, with the files beside the configuration; a missing one is named
+/// by its key with the resolved path.
+#[test]
+fn relative_paths_in_epicenter_s_own_sections_are_read_from_the_configuration_s_folder() {
+    let dir = std::env::temp_dir().join(format!("epicenter-config-own-relative-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let conf = dir.join("conf");
+    std::fs::create_dir_all(conf.join("secrets")).unwrap();
+    std::fs::write(
+        conf.join("sockshop-signals.yml"),
+        "signals:\n  - {metric: up, kind: gauge, class: availability, bad: down, floor: 0.5}\n",
+    )
+    .unwrap();
+    std::fs::write(conf.join("secrets/reader"), "r3ader\n").unwrap();
+    std::fs::write(conf.join("secrets/token"), "t0ken\n").unwrap();
+    let main = conf.join("epicenter.yml");
+    let own = "storage:\n  embedded: {path: store}\n  spool: {path: spool}\n  http: {users: [{name: reader, password_file: secrets/reader}]}\nserver:\n  bearer_token_file: secrets/token\ndetector:\n  rules_file: sockshop-signals.yml\n";
+    std::fs::write(&main, own).unwrap();
+    let from_root = || {
+        let output = Command::new(env!("CARGO_BIN_EXE_epicenter"))
+            .args(["check", "config"])
+            .arg(&main)
+            .current_dir("/")
+            .output()
+            .unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).to_string(),
+        )
+    };
+    let (code, stderr) = from_root();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("storage embedded at {}", conf.join("store").display())),
+        "{stderr}"
+    );
+    // The rules file gone: named by its key, at the path it was looked for.
+    std::fs::remove_file(conf.join("sockshop-signals.yml")).unwrap();
+    let (code, stderr) = from_root();
+    assert_eq!(code, Some(64), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "detector.rules_file: cannot read {}: No such file or directory",
+            conf.join("sockshop-signals.yml").display()
+        )),
+        "{stderr}"
+    );
+    // The token file and the TLS files, read from the same folder.
+    std::fs::write(
+        &main,
+        own.replace("rules_file: sockshop-signals.yml", "enabled: false")
+            .replace("secrets/token", "secrets/missing-token"),
+    )
+    .unwrap();
+    let (code, stderr) = from_root();
+    assert_eq!(code, Some(64), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "server.bearer_token_file: cannot read {}",
+            conf.join("secrets/missing-token").display()
+        )),
+        "{stderr}"
+    );
+    std::fs::write(
+        &main,
+        own.replace(
+            "  bearer_token_file: secrets/token\n",
+            "  bearer_token_file: secrets/token\n  tls: {cert_file: tls/server.pem, key_file: /nowhere/server.key}\n",
+        )
+        .replace("rules_file: sockshop-signals.yml", "enabled: false"),
+    )
+    .unwrap();
+    let (code, stderr) = from_root();
+    assert_eq!(code, Some(64), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "server.tls.cert_file: cannot read '{}'",
+            conf.join("tls/server.pem").display()
+        )) && stderr.contains("server.tls.key_file: cannot read '/nowhere/server.key'"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 38: rules that cannot read their family, as far as the exposition formats say, are
+/// warned about with the rules file and the entry's key path, and the check still passes
+/// (what only a server's data shows is `replay --prometheus`'s to say). The shipped rules
+/// draw no warning.
+#[test]
+fn check_config_warns_about_rules_that_cannot_read_their_family() {
+    let dir = std::env::temp_dir().join(format!("epicenter-config-rule-kinds-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("x.yml"),
+        "signals:\n  - {metric: up, kind: gauge, class: availability, bad: down, floor: 0.5}\n  - {metric: rpc_seconds_sum, kind: mean, class: latency, bad: up, floor: 0.01}\n  - {metric: rpc_seconds, kind: mean, class: latency, bad: up, floor: 0.01, match: {quantile: '0.99'}}\n  - {metric: rpc_seconds_bucket, kind: counter, class: latency, bad: up, floor: 1}\n",
+    )
+    .unwrap();
+    let main = dir.join("epicenter.yml");
+    std::fs::write(&main, "detector: {rules_file: x.yml}\n").unwrap();
+    let output = check_config(main.to_str().unwrap());
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let prefix = format!(
+        "warning: {}: detector.rules_file {}: ",
+        main.display(),
+        dir.join("x.yml").display()
+    );
+    let warnings: Vec<&str> = stderr.lines().filter(|line| line.starts_with("warning:")).collect();
+    assert_eq!(warnings.len(), 3, "{stderr}");
+    assert!(
+        warnings[0].starts_with(&format!(
+            "{prefix}signals[1]: kind: mean reads rpc_seconds_sum_sum and rpc_seconds_sum_count"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        warnings[1].starts_with(&format!("{prefix}signals[2]: kind: mean reads rpc_seconds_sum and rpc_seconds_count, which carry no `quantile` label")),
+        "{stderr}"
+    );
+    assert!(
+        warnings[2].starts_with(&format!(
+            "{prefix}signals[3]: rpc_seconds_bucket is a histogram's buckets"
+        )),
+        "{stderr}"
+    );
+    let shipped = write_temp("shipped-rules.yml", "detector: {enabled: true}\n");
+    let output = check_config(shipped.to_str().unwrap());
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    std::fs::remove_file(&shipped).unwrap();
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("warning:"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -77,6 +77,36 @@ pub struct OAuth2 {
     pub endpoint_params: std::collections::BTreeMap<String, String>,
 }
 
+impl BasicAuth {
+    /// Makes `password_file` relative to `directory` (the folder of the configuration file
+    /// that holds it) when it is relative, as Prometheus does.
+    pub fn set_directory(&mut self, directory: &std::path::Path) {
+        if let Some(path) = &mut self.password_file {
+            epicenter_config::resolve_relative(directory, path);
+        }
+    }
+}
+
+impl Authorization {
+    /// Makes `credentials_file` relative to `directory` (the folder of the configuration file
+    /// that holds it) when it is relative, as Prometheus does.
+    pub fn set_directory(&mut self, directory: &std::path::Path) {
+        if let Some(path) = &mut self.credentials_file {
+            epicenter_config::resolve_relative(directory, path);
+        }
+    }
+}
+
+impl OAuth2 {
+    /// Makes `client_secret_file` relative to `directory` (the folder of the configuration
+    /// file that holds it) when it is relative, as Prometheus does.
+    pub fn set_directory(&mut self, directory: &std::path::Path) {
+        if let Some(path) = &mut self.client_secret_file {
+            epicenter_config::resolve_relative(directory, path);
+        }
+    }
+}
+
 /// Largest secret file read (a token or password; a JWT is a few KiB).
 pub const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
 

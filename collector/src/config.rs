@@ -255,47 +255,19 @@ impl ScrapeConfig {
     /// token files, `file_sd_configs` files, `http_headers` files, and those of
     /// `http_sd_configs`. Absolute paths stay as they are.
     pub fn set_directory(&mut self, directory: &Path) {
-        let join = |path: &mut PathBuf| {
-            if path.is_relative() {
-                *path = directory.join(&*path);
-            }
-        };
-        let tls = |tls: &mut Option<TlsConfig>| {
-            if let Some(tls) = tls {
-                for path in [&mut tls.ca_file, &mut tls.cert_file, &mut tls.key_file]
-                    .into_iter()
-                    .flatten()
-                {
-                    join(path);
-                }
-            }
-        };
+        let join = |path: &mut PathBuf| epicenter_config::resolve_relative(directory, path);
         let auth = |basic: &mut Option<BasicAuth>, authorization: &mut Option<Authorization>| {
-            for path in [
-                basic.as_mut().and_then(|basic| basic.password_file.as_mut()),
-                authorization
-                    .as_mut()
-                    .and_then(|authorization| authorization.credentials_file.as_mut()),
-            ]
-            .into_iter()
-            .flatten()
-            {
-                join(path);
-            }
+            basic.iter_mut().for_each(|basic| basic.set_directory(directory));
+            authorization
+                .iter_mut()
+                .for_each(|authorization| authorization.set_directory(directory));
         };
-        tls(&mut self.tls_config);
+        self.tls_config.iter_mut().for_each(|tls| tls.set_directory(directory));
         auth(&mut self.basic_auth, &mut self.authorization);
-        for path in [
-            self.bearer_token_file.as_mut(),
-            self.oauth2
-                .as_mut()
-                .and_then(|oauth2| oauth2.client_secret_file.as_mut()),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            join(path);
-        }
+        self.bearer_token_file.iter_mut().for_each(join);
+        self.oauth2
+            .iter_mut()
+            .for_each(|oauth2| oauth2.set_directory(directory));
         for file_sd in &mut self.file_sd_configs {
             for pattern in &mut file_sd.files {
                 if Path::new(pattern.as_str()).is_relative() {
@@ -307,7 +279,7 @@ impl ScrapeConfig {
             header.files.iter_mut().for_each(join);
         }
         for sd in &mut self.http_sd_configs {
-            tls(&mut sd.tls_config);
+            sd.tls_config.iter_mut().for_each(|tls| tls.set_directory(directory));
             auth(&mut sd.basic_auth, &mut sd.authorization);
         }
     }

@@ -436,6 +436,17 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// Makes `path` relative to `directory` when it is relative (an absolute path stays as it
+/// is): how a path written in a configuration file is read from that file's folder, as
+/// Prometheus reads the paths of its configuration (`SetDirectory`). `directory` is the
+/// folder of the file that holds the path; a path given on the command line is not passed
+/// through this.
+pub fn resolve_relative(directory: &std::path::Path, path: &mut std::path::PathBuf) {
+    if path.is_relative() {
+        *path = directory.join(&*path);
+    }
+}
+
 /// Whether `name` is a Prometheus label name, `[a-zA-Z_][a-zA-Z0-9_]*` (Prometheus data
 /// model, "Metric names and labels"; UTF-8 names are not accepted as label names here).
 pub fn is_label_name(name: &str) -> bool {

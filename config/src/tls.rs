@@ -71,6 +71,18 @@ pub enum TlsVersion {
 }
 
 impl TlsConfig {
+    /// Makes `ca_file`, `cert_file` and `key_file` relative to `directory` (the folder of the
+    /// configuration file that holds them) when they are relative
+    /// ([`crate::resolve_relative`]).
+    pub fn set_directory(&mut self, directory: &std::path::Path) {
+        for path in [&mut self.ca_file, &mut self.cert_file, &mut self.key_file]
+            .into_iter()
+            .flatten()
+        {
+            crate::resolve_relative(directory, path);
+        }
+    }
+
     /// The TLS versions `min_version` and `max_version` allow among the two rustls speaks,
     /// oldest first: `(allows 1.2, allows 1.3)`.
     pub fn allowed_versions(&self) -> (bool, bool) {
@@ -449,6 +461,16 @@ pub struct ServerTlsConfig {
 }
 
 impl ServerTlsConfig {
+    /// Makes `cert_file`, `key_file` and `client_ca_file` relative to `directory` (the folder
+    /// of the configuration file) when they are relative ([`crate::resolve_relative`]).
+    pub fn set_directory(&mut self, directory: &std::path::Path) {
+        crate::resolve_relative(directory, &mut self.cert_file);
+        crate::resolve_relative(directory, &mut self.key_file);
+        if let Some(path) = &mut self.client_ca_file {
+            crate::resolve_relative(directory, path);
+        }
+    }
+
     /// Records files that cannot be read under key path `prefix` (e.g. `server.tls`). Reads
     /// file metadata only. Returns whether it found none.
     pub fn problems(&self, prefix: &str, problems: &mut Problems) -> bool {

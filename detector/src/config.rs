@@ -76,10 +76,25 @@ impl DetectorConfig {
                 .map_err(|error| format!("detector.rules_file: cannot read {}: {error}", path.display()))?,
             None => rules::SHIPPED.to_string(),
         };
-        rules::parse(&text).map_err(|error| match &self.rules_file {
-            Some(path) => format!("detector.rules_file {}: {error}", path.display()),
-            None => format!("the shipped rules: {error}"),
-        })
+        rules::parse(&text).map_err(|error| format!("{}: {error}", self.rules_source()))
+    }
+
+    /// How messages about the rules name where they come from: `detector.rules_file <path>`
+    /// (the path as resolved), or `the shipped rules`. A rule's key path follows it
+    /// (`detector.rules_file x.yml: signals[3]: …`).
+    pub fn rules_source(&self) -> String {
+        match &self.rules_file {
+            Some(path) => format!("detector.rules_file {}", path.display()),
+            None => "the shipped rules".to_string(),
+        }
+    }
+
+    /// Makes `rules_file` relative to `directory`, the folder of the configuration file, when
+    /// it is relative (as Prometheus reads its `rule_files`).
+    pub fn set_directory(&mut self, directory: &std::path::Path) {
+        if let Some(path) = &mut self.rules_file {
+            epicenter_config::resolve_relative(directory, path);
+        }
     }
 
     /// How often the live detector judges: `interval`, else `scrape_interval` (the

@@ -349,6 +349,207 @@ pub fn parse(text: &str) -> Result<Vec<Rule>, RulesError> {
         .collect()
 }
 
+// === Rules that do not fit the families they read ===
+
+/// A rule that parses but will not read what it says (a `mean` of a family that has no
+/// `_sum`/`_count`, several quantiles feeding one signal, a counter's rate of a gauge):
+/// worth a warning, never a reason to stop (the run goes on with the rule as written).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleWarning {
+    /// Key path of the rule in its file (`signals[3]`; entries counted from 0).
+    pub path: String,
+    /// What does not fit, and how to read the family instead.
+    pub message: String,
+}
+
+impl std::fmt::Display for RuleWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// Whether `rule` constrains `label` (by `match` or `match_re`).
+fn constrains(rule: &Rule, label: &str) -> bool {
+    rule.spec.r#match.contains_key(label) || rule.spec.match_re.contains_key(label)
+}
+
+/// Whether `rule` only counts series whose `label` is not empty: `match` gives it a value, or
+/// `match_re` a regex the empty string does not match.
+fn requires(rule: &Rule, label: &str) -> bool {
+    rule.spec.r#match.get(label).is_some_and(|value| !value.is_empty())
+        || rule
+            .match_regexes
+            .iter()
+            .any(|(name, regex)| name == label && !regex.is_match(""))
+}
+
+/// What can be said of `rules` without any data: only what follows from the exposition
+/// formats themselves (Prometheus text 0.0.4, OpenMetrics 1.0), so every warning is right
+/// whatever the fleet exports:
+/// - a `mean` rule whose metric ends in `_sum`, `_count` or `_bucket`: it reads
+///   `<metric>_sum` and `<metric>_count` (`x_count_sum`), which a summary or histogram
+///   family `x` never has; its metric is the family's name without the suffix;
+/// - a `mean` rule that requires a `quantile` or `le` value (`match`, or a `match_re` the
+///   empty string fails): a family's `_sum` and `_count` series carry neither label, so it
+///   counts no series;
+/// - a `gauge`, `counter` or `restart` rule on a `_bucket` series that does not match on
+///   `le`: every bucket of the histogram would feed the same signal (a signal is keyed by
+///   the series' labels but `le` and `quantile`).
+///
+/// What needs the data (which families a server holds, their labels, their types) is
+/// [`data_warnings`]. Not checked, as not certain: a `counter` rule on a name without
+/// `_total` (old exporters' counters have none: node_exporter before 0.16 wrote
+/// `node_network_receive_bytes`, and the shipped rules read `node_vmstat_oom_kill`).
+pub fn shape_warnings(rules: &[Rule]) -> Vec<RuleWarning> {
+    let mut warnings = Vec::new();
+    for (index, rule) in rules.iter().enumerate() {
+        let metric = &rule.spec.metric;
+        let path = format!("signals[{index}]");
+        match rule.spec.kind {
+            ValueKind::Mean => {
+                if let Some((base, suffix)) = ["_sum", "_count", "_bucket"]
+                    .iter()
+                    .find_map(|suffix| metric.strip_suffix(suffix).map(|base| (base, *suffix)))
+                {
+                    warnings.push(RuleWarning {
+                        path: path.clone(),
+                        message: format!(
+                            "kind: mean reads {metric}_sum and {metric}_count, which no family has (a summary's or histogram's are {base}_sum and {base}_count): write `metric: {base}`{}",
+                            if suffix == "_count" { format!(", or `kind: counter` on {metric} for the rate of the count") } else { String::new() }
+                        ),
+                    });
+                }
+                for label in ["quantile", "le"] {
+                    if requires(rule, label) {
+                        warnings.push(RuleWarning {
+                            path: path.clone(),
+                            message: format!(
+                                "kind: mean reads {metric}_sum and {metric}_count, which carry no `{label}` label, so this rule's `{label}` matcher counts no series: {}",
+                                if label == "quantile" {
+                                    format!("read a quantile with `kind: gauge` on {metric} and `match: {{quantile: \"0.9\"}}`")
+                                } else {
+                                    "drop the matcher (the mean is over all buckets)".to_string()
+                                }
+                            ),
+                        });
+                    }
+                }
+            }
+            ValueKind::Gauge | ValueKind::Counter | ValueKind::Restart => {
+                if let Some(base) = metric.strip_suffix("_bucket").filter(|base| !base.is_empty()) {
+                    if !constrains(rule, "le") {
+                        warnings.push(RuleWarning {
+                            path,
+                            message: format!(
+                                "{metric} is a histogram's buckets, one series per `le`, and this rule does not match on `le`: every bucket feeds one signal (a signal is keyed by the labels but `le` and `quantile`); read the histogram's mean with `kind: mean` and `metric: {base}`, or one bucket with `match: {{le: \"…\"}}`"
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    warnings
+}
+
+/// What a Prometheus server holds about the families rules read, for [`data_warnings`]: the
+/// metric names with samples in the period, the label names of the series of each name the
+/// rules read, and the families' types from the server's metadata.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holdings {
+    /// Metric (sample) names with samples in the period (`/api/v1/label/__name__/values`).
+    pub names: std::collections::BTreeSet<String>,
+    /// Per metric name the rules read and the server has, the label names its series carry
+    /// (`/api/v1/labels?match[]=…`).
+    pub labels: BTreeMap<String, std::collections::BTreeSet<String>>,
+    /// Per metric family, its type in the server's metadata (`counter`, `gauge`, `summary`,
+    /// `histogram`, `unknown`, …; `/api/v1/metadata`). Empty when the server has none:
+    /// Prometheus keeps metadata from its scrapes only, so backfilled data has none.
+    pub types: BTreeMap<String, String>,
+}
+
+/// The metric names whose series [`data_warnings`] looks at for `rules`: each rule's metric,
+/// and for a `mean` rule its `_sum` and `_count` too.
+pub fn names_to_check(rules: &[Rule]) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    for rule in rules {
+        names.insert(rule.spec.metric.clone());
+        if rule.spec.kind == ValueKind::Mean {
+            names.insert(format!("{}_sum", rule.spec.metric));
+            names.insert(format!("{}_count", rule.spec.metric));
+        }
+    }
+    names
+}
+
+/// What `holdings` (a server's families) show of rules whose kind does not fit the family they
+/// read; nothing about families the server does not have (most rules name families of other
+/// exporters). On top of [`shape_warnings`], whose cases it does not repeat:
+/// - a `mean` rule for `X` when the server has no `X_sum` or `X_count` but has `X` with a
+///   `quantile` label (a summary's quantiles, or a mesh's quantile written as a gauge), unless
+///   another rule already reads `X` as a `gauge` matching `quantile`;
+/// - a `gauge`, `counter` or `restart` rule whose series carry `quantile` (or `le`, on a
+///   name not ending `_bucket`) and that does not match on it: several quantiles would feed one
+///   signal;
+/// - a `counter` rule on a family the metadata types `gauge` (looked up by the rule's metric,
+///   then without `_total`).
+pub fn data_warnings(rules: &[Rule], holdings: &Holdings) -> Vec<RuleWarning> {
+    let mut warnings = Vec::new();
+    let carries = |name: &str, label: &str| holdings.labels.get(name).is_some_and(|labels| labels.contains(label));
+    for (index, rule) in rules.iter().enumerate() {
+        let metric = &rule.spec.metric;
+        let path = format!("signals[{index}]");
+        match rule.spec.kind {
+            ValueKind::Mean => {
+                let has_parts = holdings.names.contains(&format!("{metric}_sum"))
+                    || holdings.names.contains(&format!("{metric}_count"));
+                let read_as_quantiles = rules.iter().any(|other| {
+                    other.spec.metric == *metric && other.spec.kind == ValueKind::Gauge && constrains(other, "quantile")
+                });
+                if !has_parts && holdings.names.contains(metric) && carries(metric, "quantile") && !read_as_quantiles {
+                    warnings.push(RuleWarning {
+                        path: path.clone(),
+                        message: format!(
+                            "kind: mean reads {metric}_sum and {metric}_count, which the server does not have; its {metric} series carry a `quantile` label (a summary's quantiles, or quantiles written as gauges): read them with a `kind: gauge` rule on {metric} with `match: {{quantile: \"0.9\"}}`, one rule per quantile"
+                        ),
+                    });
+                }
+            }
+            ValueKind::Gauge | ValueKind::Counter | ValueKind::Restart => {
+                for label in ["quantile", "le"] {
+                    let shape_said_it = label == "le" && metric.ends_with("_bucket");
+                    if carries(metric, label) && !constrains(rule, label) && !shape_said_it {
+                        warnings.push(RuleWarning {
+                            path: path.clone(),
+                            message: format!(
+                                "the server's {metric} series carry a `{label}` label this rule does not match on: every {} feeds one signal (a signal is keyed by the labels but `le` and `quantile`); add `match: {{{label}: \"{}\"}}`, one rule per {label}",
+                                if label == "quantile" { "quantile" } else { "bucket" },
+                                if label == "quantile" { "0.9" } else { "…" }
+                            ),
+                        });
+                    }
+                }
+                if rule.spec.kind == ValueKind::Counter {
+                    let family_type = holdings.types.get(metric).or_else(|| {
+                        metric
+                            .strip_suffix("_total")
+                            .and_then(|family| holdings.types.get(family))
+                    });
+                    if family_type.is_some_and(|kind| kind == "gauge") {
+                        warnings.push(RuleWarning {
+                            path,
+                            message: format!(
+                                "kind: counter reads the rate of {metric}, which the server's metadata types as a gauge (a decrease would be read as a counter reset): write `kind: gauge`"
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    warnings
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,6 +630,139 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(bad.path, "signals[0].caller.regex");
+    }
+
+    /// Issue 38: what a rules file gets wrong about the exposition formats is said without
+    /// data, each with its entry's key path; the shipped rules say nothing.
+    #[test]
+    fn shape_warnings_name_rules_that_cannot_read_their_family() {
+        assert_eq!(shape_warnings(&parse(SHIPPED).unwrap()), []);
+        let rules = parse(
+            "signals:
+  - {metric: rpc_seconds_count, kind: mean, class: latency, bad: up, floor: 1}
+  - {metric: rpc_seconds, kind: mean, class: latency, bad: up, floor: 1, match: {quantile: '0.9'}}
+  - {metric: rpc_seconds_bucket, kind: counter, class: latency, bad: up, floor: 1}
+  - {metric: rpc_seconds_bucket, kind: counter, class: latency, bad: up, floor: 1, match: {le: '0.5'}}
+  - {metric: rpc_seconds, kind: mean, class: latency, bad: up, floor: 1, match_re: {le: '.*'}}
+  - {metric: rpc_seconds, kind: gauge, class: latency, bad: up, floor: 1, match: {quantile: '0.9'}}
+  - {metric: node_network_receive_bytes, kind: counter, class: traffic, bad: up, floor: 1}
+",
+        )
+        .unwrap();
+        let warnings = shape_warnings(&rules);
+        let paths: Vec<&str> = warnings.iter().map(|warning| warning.path.as_str()).collect();
+        assert_eq!(paths, ["signals[0]", "signals[1]", "signals[2]"], "{warnings:#?}");
+        assert_eq!(
+            warnings[0].to_string(),
+            "signals[0]: kind: mean reads rpc_seconds_count_sum and rpc_seconds_count_count, which no family has (a summary's or histogram's are rpc_seconds_sum and rpc_seconds_count): write `metric: rpc_seconds`, or `kind: counter` on rpc_seconds_count for the rate of the count"
+        );
+        assert!(
+            warnings[1].message.contains("`quantile` matcher counts no series"),
+            "{}",
+            warnings[1]
+        );
+        assert!(warnings[1]
+            .message
+            .contains("`kind: gauge` on rpc_seconds and `match: {quantile: \"0.9\"}`"));
+        assert!(
+            warnings[2].message.contains("every bucket feeds one signal"),
+            "{}",
+            warnings[2]
+        );
+        assert!(warnings[2].message.contains("`kind: mean` and `metric: rpc_seconds`"));
+    }
+
+    /// Issue 38: what a server's families show: a mean of quantiles, quantiles (or buckets)
+    /// feeding one signal, a counter's rate of a gauge; nothing about families it does not
+    /// have, and the mean is not warned about when another rule reads the quantiles.
+    #[test]
+    fn data_warnings_name_rules_whose_kind_does_not_fit_the_server_s_family() {
+        let names = |list: &[&str]| {
+            list.iter()
+                .map(|name| name.to_string())
+                .collect::<std::collections::BTreeSet<_>>()
+        };
+        let holdings = Holdings {
+            names: names(&[
+                "rpc_seconds",
+                "queue_depth",
+                "jobs_total",
+                "req_seconds_sum",
+                "req_seconds_count",
+                "lat_ms",
+            ]),
+            labels: [
+                ("rpc_seconds", names(&["instance", "job", "quantile"])),
+                ("lat_ms", names(&["instance", "le"])),
+                ("queue_depth", names(&["instance", "job"])),
+                ("jobs_total", names(&["instance", "job"])),
+            ]
+            .into_iter()
+            .map(|(name, labels)| (name.to_string(), labels))
+            .collect(),
+            types: [("queue_depth", "gauge"), ("jobs", "gauge"), ("req_seconds", "summary")]
+                .into_iter()
+                .map(|(name, kind)| (name.to_string(), kind.to_string()))
+                .collect(),
+        };
+        let rules = parse(
+            "signals:
+  - {metric: rpc_seconds, kind: mean, class: latency, bad: up, floor: 1}
+  - {metric: rpc_seconds, kind: gauge, class: latency, bad: up, floor: 1}
+  - {metric: queue_depth, kind: counter, class: traffic, bad: up, floor: 1}
+  - {metric: jobs_total, kind: counter, class: traffic, bad: up, floor: 1}
+  - {metric: req_seconds, kind: mean, class: latency, bad: up, floor: 1}
+  - {metric: queue_depth, kind: gauge, class: saturation, bad: up, floor: 1}
+  - {metric: lat_ms, kind: gauge, class: latency, bad: up, floor: 1}
+  - {metric: absent_seconds, kind: mean, class: latency, bad: up, floor: 1}
+  - {metric: absent, kind: counter, class: errors, bad: up, floor: 1}
+",
+        )
+        .unwrap();
+        let warnings = data_warnings(&rules, &holdings);
+        let paths: Vec<&str> = warnings.iter().map(|warning| warning.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["signals[0]", "signals[1]", "signals[2]", "signals[3]", "signals[6]"],
+            "{warnings:#?}"
+        );
+        assert!(
+            warnings[0]
+                .message
+                .contains("which the server does not have; its rpc_seconds series carry a `quantile` label")
+                && warnings[0]
+                    .message
+                    .contains("`kind: gauge` rule on rpc_seconds with `match: {quantile: \"0.9\"}`"),
+            "{}",
+            warnings[0]
+        );
+        assert!(
+            warnings[1]
+                .message
+                .contains("carry a `quantile` label this rule does not match on"),
+            "{}",
+            warnings[1]
+        );
+        assert!(warnings[2].message.contains("types as a gauge"), "{}", warnings[2]);
+        // Found without `_total` in the metadata.
+        assert!(warnings[3]
+            .message
+            .contains("jobs_total, which the server's metadata types as a gauge"));
+        assert!(warnings[4].message.contains("`le` label"), "{}", warnings[4]);
+        // With the quantiles read as gauges (one matching `quantile`), the mean is left alone
+        // and the gauge that matches says nothing.
+        let covered = parse(
+            "signals:
+  - {metric: rpc_seconds, kind: mean, class: latency, bad: up, floor: 1}
+  - {metric: rpc_seconds, kind: gauge, class: latency, bad: up, floor: 1, match: {quantile: '0.9'}}
+",
+        )
+        .unwrap();
+        assert_eq!(data_warnings(&covered, &holdings), []);
+        assert_eq!(
+            names_to_check(&covered).into_iter().collect::<Vec<_>>(),
+            ["rpc_seconds", "rpc_seconds_count", "rpc_seconds_sum"]
+        );
     }
 
     /// `match_re` is anchored at both ends, as PromQL's `=~` is, and a missing label is the

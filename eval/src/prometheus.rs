@@ -9,8 +9,16 @@
 //! scraped, at their own timestamps, where `/api/v1/query_range` would resample every series
 //! onto a step grid (a counter read at grid points moves its increases between rounds). A
 //! sample on a window's edge, which both windows return, is kept once. Staleness markers are
-//! not returned by the API and need no handling. The synthetic `up` is left out, as `replay`
-//! on epicenter's store leaves it out.
+//! not returned by the API and need no handling.
+//!
+//! A gap in a server's series says nothing certain about its target (a backfill's missing
+//! cells, a series with nothing to report, a server that was down), so the replay does not
+//! judge silence ([`replay_settings`]); the server's own `up` series, when it has them, say
+//! which targets stopped answering: Prometheus writes `up` at every scrape, stamped with the
+//! scrape's time on its own clock, which is the clock of everything it stored, and the shipped
+//! `up` rule (availability) judges them. (`replay` on epicenter's store leaves its synthetic
+//! `up` out and judges silence instead: there a simulated target's samples may carry another
+//! clock than the scrape's, and every scrape is recorded.)
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -18,11 +26,21 @@ use std::sync::Arc;
 
 use epicenter_collector::auth::{AuthSettings, Authorization, BasicAuth, OAuth2, ScrapeAuth};
 use epicenter_config::{Problems, TlsConfig};
-use epicenter_detector::engine::InstanceInfo;
+use epicenter_detector::engine::{InstanceInfo, Settings};
 use epicenter_detector::live::Batch;
 use epicenter_store::config::PlacementConfig;
 use epicenter_store::rows::{Placement, Series};
 use serde::Deserialize;
+
+/// The detector's settings for a replay of a Prometheus server's samples: the defaults, but
+/// an instance whose samples stop is not judged lost (`judge_silence: false`); the server's
+/// `up` series say that instead (module doc).
+pub fn replay_settings() -> Settings {
+    Settings {
+        judge_silence: false,
+        ..Settings::default()
+    }
+}
 
 /// How to reach the Prometheus server (`epicenter replay --prometheus-config FILE`): the HTTP
 /// keys of a `<scrape_config>`, with the same meaning and checks (one authentication at
@@ -52,6 +70,27 @@ impl HttpSettings {
     /// column, and never repeat a value (it may be a secret).
     pub fn from_yaml(text: &str) -> Result<HttpSettings, String> {
         epicenter_config::from_yaml(text).map_err(|error| error.to_string())
+    }
+
+    /// Makes every relative file path (`password_file`, `credentials_file`,
+    /// `bearer_token_file`, `client_secret_file`, the `tls_config` files) relative to
+    /// `directory`, the folder of the settings file, as a scrape_config's are.
+    pub fn set_directory(&mut self, directory: &std::path::Path) {
+        if let Some(basic) = &mut self.basic_auth {
+            basic.set_directory(directory);
+        }
+        if let Some(authorization) = &mut self.authorization {
+            authorization.set_directory(directory);
+        }
+        if let Some(path) = &mut self.bearer_token_file {
+            epicenter_config::resolve_relative(directory, path);
+        }
+        if let Some(oauth2) = &mut self.oauth2 {
+            oauth2.set_directory(directory);
+        }
+        if let Some(tls) = &mut self.tls_config {
+            tls.set_directory(directory);
+        }
     }
 }
 
@@ -150,12 +189,12 @@ impl Source {
         each: &mut dyn FnMut(Vec<RawSeries>, Progress),
     ) -> Result<(), String> {
         let window_ms = window_ms.max(1000);
+        // `up` included: the server's own record of each scrape, stamped with its own clock
+        // (the module doc).
         let mut names: Vec<&str> = metrics
             .iter()
             .map(String::as_str)
-            // Without `up`: stamped at the scrape's time while a target's samples may carry
-            // times of their own (as `replay` on the store leaves it out).
-            .filter(|name| !name.is_empty() && !matches!(*name, "up" | "up_sum" | "up_count"))
+            .filter(|name| !name.is_empty())
             .collect();
         names.sort_unstable();
         names.dedup();
@@ -227,6 +266,23 @@ impl Source {
     /// # Errors
     /// As [`Source::read`].
     pub async fn counter_families(&self) -> Result<std::collections::HashSet<String>, String> {
+        Ok(self
+            .family_types()
+            .await?
+            .into_iter()
+            .filter(|(_, types)| types.iter().any(|kind| kind == "counter"))
+            .map(|(family, _)| family)
+            .collect())
+    }
+
+    /// Every metric family in the server's metadata (`GET /api/v1/metadata`: family name as
+    /// its targets exposed it) with the types its targets gave it (`counter`, `gauge`,
+    /// `summary`, `histogram`, `unknown`, …; several when targets disagree). Empty for
+    /// backfilled data, which has no metadata.
+    ///
+    /// # Errors
+    /// As [`Source::read`].
+    pub async fn family_types(&self) -> Result<BTreeMap<String, Vec<String>>, String> {
         #[derive(Deserialize)]
         struct Entry {
             #[serde(rename = "type")]
@@ -237,9 +293,73 @@ impl Source {
             parse_data(&body.1).map_err(|error| format!("{} (HTTP {}): {error}", body.0, body.2))?;
         Ok(families
             .into_iter()
-            .filter(|(_, entries)| entries.iter().any(|entry| entry.kind == "counter"))
-            .map(|(family, _)| family)
+            .map(|(family, entries)| (family, entries.into_iter().map(|entry| entry.kind).collect()))
             .collect())
+    }
+
+    /// The label names of the series named `metric` with samples between `from_ms` and
+    /// `to_ms` (`GET /api/v1/labels` with `match[]={__name__="<metric>"}`, Prometheus 2.24 and
+    /// later), sorted; `__name__` left out.
+    ///
+    /// # Errors
+    /// As [`Source::read`].
+    pub async fn label_names(&self, metric: &str, (from_ms, to_ms): (i64, i64)) -> Result<Vec<String>, String> {
+        let (start, end) = (seconds(from_ms), seconds(to_ms));
+        let selector = format!("{{__name__=\"{}\"}}", metric.replace('\\', "\\\\").replace('"', "\\\""));
+        let body = self
+            .send(
+                false,
+                "/api/v1/labels",
+                &[
+                    ("match[]", selector.as_str()),
+                    ("start", start.as_str()),
+                    ("end", end.as_str()),
+                ],
+            )
+            .await?;
+        let mut names: Vec<String> =
+            parse_data(&body.1).map_err(|error| format!("{} (HTTP {}): {error}", body.0, body.2))?;
+        names.retain(|name| name != "__name__");
+        names.sort();
+        Ok(names)
+    }
+
+    /// What the server holds, between `from_ms` and `to_ms`, of the families `rules` read, for
+    /// [`epicenter_detector::rules::data_warnings`]: the metric names with samples, the label
+    /// names of each name the rules read ([`epicenter_detector::rules::names_to_check`]) that
+    /// it has (one request each), and the metadata's types (one type per family: `gauge` when
+    /// any target says so, else the first; none when the metadata cannot be read).
+    ///
+    /// # Errors
+    /// The names or the labels cannot be read (as [`Source::read`]).
+    pub async fn holdings(
+        &self,
+        rules: &[epicenter_detector::rules::Rule],
+        period: (i64, i64),
+    ) -> Result<epicenter_detector::rules::Holdings, String> {
+        let names: std::collections::BTreeSet<String> = self.metric_names(period).await?.into_iter().collect();
+        let mut labels = BTreeMap::new();
+        for name in epicenter_detector::rules::names_to_check(rules) {
+            if names.contains(&name) {
+                let found = self.label_names(&name, period).await?;
+                labels.insert(name, found.into_iter().collect());
+            }
+        }
+        let types = self
+            .family_types()
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(family, types)| {
+                let kind = types
+                    .iter()
+                    .find(|kind| *kind == "gauge")
+                    .or_else(|| types.first())?
+                    .clone();
+                Some((family, kind))
+            })
+            .collect();
+        Ok(epicenter_detector::rules::Holdings { names, labels, types })
     }
 
     /// Sends `fields` to `path` of the API, as a POSTed form or (`post` false: the endpoints

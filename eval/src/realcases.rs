@@ -10,9 +10,10 @@
 //!   after the last: the first hour is the detector's baseline warm-up (the data may start
 //!   later: then from its first sample). Cases more than [`APART_MS`] (24 h) apart are
 //!   replayed as separate periods, each with a fresh detector.
-//! - **Read once.** Every metric name the server holds in the period (`up` aside), in
-//!   30-minute windows of `{__name__=~"…"}[30m]`; the series the rules name go to the replay,
-//!   every series to the naive reference.
+//! - **Read once.** Every metric name the server holds in the period, in 30-minute windows
+//!   of `{__name__=~"…"}[30m]`; the series the rules name go to the replay (the server's `up`
+//!   among them, silence not judged: [`crate::prometheus::replay_settings`]), every series but
+//!   `up` to the naive reference.
 //! - **Matching, one to one.** Cases in start order; a case's incident is the first incident
 //!   *opened* in `[start, end + one scrape interval]` and not already matched. Every incident
 //!   matched to no case is a false verdict. An incident is scored as it opened (what paged):
@@ -211,7 +212,11 @@ pub async fn run_set(
     let mut services: HashMap<String, String> = HashMap::new();
     let mut events: Vec<VerdictEvent> = Vec::new();
     for (&(from, to), names) in periods.iter().zip(&names) {
-        let mut replayer = Replayer::new(settings.rules.clone(), settings.dependencies.clone());
+        let mut replayer = Replayer::with_settings(
+            settings.rules.clone(),
+            settings.dependencies.clone(),
+            crate::prometheus::replay_settings(),
+        );
         if let Some(trace) = trace.clone() {
             replayer.on_round(Box::new(move |assessment: &Assessment| {
                 if !assessment.anomalies.is_empty() {
@@ -239,7 +244,12 @@ pub async fn run_set(
                     });
                 }
             }
+            // The naive reference reads the families as before, `up` aside.
+            let (up, found): (Vec<_>, Vec<_>) = found
+                .into_iter()
+                .partition(|series| series.labels.get("__name__").is_some_and(|name| name == "up"));
             collector.add(&found);
+            let found: Vec<_> = found.into_iter().chain(up).collect();
             let rule_series: Vec<_> = found
                 .into_iter()
                 .filter(|series| {

@@ -49,6 +49,7 @@ pub fn replay_batches(scrapes: Vec<Batch>, rules: Vec<Rule>, dependencies: Vec<D
 pub struct Replayer {
     rules: Vec<Rule>,
     dependencies: Vec<Dependency>,
+    settings: Settings,
     /// Batches fed before the interval was known.
     waiting: Vec<Batch>,
     running: Option<Running>,
@@ -69,11 +70,20 @@ struct Running {
 }
 
 impl Replayer {
-    /// A replay with `rules` and service `dependencies`.
+    /// A replay with `rules` and service `dependencies`, and the detector's default
+    /// settings ([`Settings::default`]: an instance whose samples stop is judged lost, as
+    /// live and as replay of epicenter's own store, where every scrape is recorded).
     pub fn new(rules: Vec<Rule>, dependencies: Vec<Dependency>) -> Replayer {
+        Replayer::with_settings(rules, dependencies, Settings::default())
+    }
+
+    /// A replay with `rules`, service `dependencies` and the detector's `settings` (for a
+    /// Prometheus server's data: [`crate::prometheus::replay_settings`]).
+    pub fn with_settings(rules: Vec<Rule>, dependencies: Vec<Dependency>, settings: Settings) -> Replayer {
         Replayer {
             rules,
             dependencies,
+            settings,
             waiting: Vec::new(),
             running: None,
             events: Vec::new(),
@@ -130,7 +140,7 @@ impl Replayer {
             std::mem::take(&mut self.rules),
             std::mem::take(&mut self.dependencies),
             interval,
-            Settings::default(),
+            self.settings.clone(),
         );
         self.running = Some(Running {
             detector,
@@ -168,11 +178,15 @@ const MIN_GAPS: usize = 16;
 /// jitter); `None` with fewer than `min_gaps` gaps.
 fn median_gap(scrapes: &[Batch], min_gaps: usize) -> Option<i64> {
     // Per instance and source: a kubelet's scrapes of a pod's containers come on the
-    // kubelet's schedule, between the pod's own.
-    let mut last: HashMap<(&str, &str), i64> = HashMap::new();
+    // kubelet's schedule, between the pod's own. And a scrape's `up` apart from its samples
+    // when they carry times of their own (a Prometheus server stamps `up` with the scrape's
+    // time, a target with `honor_timestamps` its samples with its own): each is one sequence
+    // a scrape interval apart, where the two interleaved would halve the gaps.
+    let mut last: HashMap<(&str, &str, bool), i64> = HashMap::new();
     let mut gaps = Vec::new();
     for batch in scrapes {
-        if let Some(before) = last.insert((batch.instance.name.as_str(), batch.source()), batch.time_ms) {
+        let up_alone = !batch.samples.is_empty() && batch.samples.iter().all(|(series, _)| series.name == "up");
+        if let Some(before) = last.insert((batch.instance.name.as_str(), batch.source(), up_alone), batch.time_ms) {
             if batch.time_ms > before {
                 gaps.push(batch.time_ms - before);
             }
@@ -183,4 +197,57 @@ fn median_gap(scrapes: &[Batch], min_gaps: usize) -> Option<i64> {
     }
     gaps.sort_unstable();
     Some(gaps[gaps.len() / 2])
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use epicenter_detector::engine::InstanceInfo;
+    use epicenter_store::config::PlacementConfig;
+    use epicenter_store::rows::Series;
+
+    use super::*;
+
+    /// A batch of `names` (each one series of `instance`) at `time_ms`.
+    fn batch(time_ms: i64, instance: &str, names: &[&str]) -> Batch {
+        let labels: BTreeMap<String, String> = [("instance".to_string(), instance.to_string())].into();
+        Batch {
+            time_ms,
+            instance: InstanceInfo {
+                name: instance.to_string(),
+                dc: String::new(),
+                host: String::new(),
+                service: String::new(),
+            },
+            samples: names
+                .iter()
+                .map(|name| {
+                    let series = Series::new((*name).to_string(), labels.clone(), &PlacementConfig::default());
+                    (Arc::new(series), 1.0)
+                })
+                .collect(),
+            late: false,
+            reported: false,
+        }
+    }
+
+    /// A Prometheus server stamps `up` with the scrape's time and a target with
+    /// `honor_timestamps` stamps its samples 250 ms later: the interval is still the scrape
+    /// interval (15 s), not the 250 ms between the two; when they share a time, as without
+    /// the target's own timestamps, one batch holds both.
+    #[test]
+    fn an_up_stamped_apart_from_its_samples_does_not_halve_the_interval() {
+        let mut apart = Vec::new();
+        let mut together = Vec::new();
+        for scrape in 0..20 {
+            let time_ms = scrape * 15_000;
+            apart.push(batch(time_ms, "10.0.0.1:8080", &["up"]));
+            apart.push(batch(time_ms + 250, "10.0.0.1:8080", &["http_requests_total"]));
+            together.push(batch(time_ms, "10.0.0.1:8080", &["up", "http_requests_total"]));
+        }
+        assert_eq!(median_gap(&apart, MIN_GAPS), Some(15_000));
+        assert_eq!(median_gap(&together, MIN_GAPS), Some(15_000));
+    }
 }

@@ -3,7 +3,7 @@
 //! (which labels fill the `dc`, `host` and `service` columns). Each has a `problems` check
 //! that needs no I/O; [`ClickHouseConfig::password`] reads the secret at start-up.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use epicenter_config::{
@@ -48,11 +48,34 @@ impl StorageConfig {
             .map_or(Duration::from_secs(30 * 86_400), |retention| retention.0)
     }
 
-    /// The embedded store's directory (default `./data`).
+    /// The embedded store's directory: `storage.embedded.path`, else [`DEFAULT_DATA_PATH`]
+    /// (`./data`, in the working directory).
     pub fn embedded_path(&self) -> PathBuf {
         self.embedded
             .as_ref()
-            .map_or_else(|| PathBuf::from("./data"), |embedded| embedded.path.clone())
+            .and_then(|embedded| embedded.path.clone())
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_PATH))
+    }
+
+    /// Makes every relative path written in `storage` relative to `directory`, the folder of
+    /// the configuration file, as the paths of scrape jobs are: `embedded.path`, `spool.path`,
+    /// `clickhouse.password_file`, `clickhouse.tls` files and `http.users[].password_file`.
+    /// A path not written stays its default: the embedded store in `./data` of the working
+    /// directory (as Prometheus's `--storage.tsdb.path` defaults to `data/` there), the spool
+    /// inside the embedded store's directory. Absolute paths stay as they are.
+    pub fn set_directory(&mut self, directory: &Path) {
+        let join = |path: &mut PathBuf| epicenter_config::resolve_relative(directory, path);
+        if let Some(path) = self.embedded.as_mut().and_then(|embedded| embedded.path.as_mut()) {
+            join(path);
+        }
+        self.spool.path.iter_mut().for_each(join);
+        if let Some(clickhouse) = &mut self.clickhouse {
+            clickhouse.password_file.iter_mut().for_each(join);
+            clickhouse.tls.iter_mut().for_each(|tls| tls.set_directory(directory));
+        }
+        for user in &mut self.http.users {
+            user.password_file.iter_mut().for_each(join);
+        }
     }
 
     /// The spool to open (None when `storage.spool.enabled` is false): `storage.spool.path`,
@@ -281,14 +304,16 @@ impl HttpConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EmbeddedConfig {
-    /// Directory of the embedded store. Default `./data`.
-    #[serde(default = "default_data_path")]
-    pub path: PathBuf,
+    /// Directory of the embedded store; relative to the configuration file's folder when
+    /// written there ([`StorageConfig::set_directory`]). `None` (not written): the default,
+    /// [`DEFAULT_DATA_PATH`] in the working directory ([`StorageConfig::embedded_path`]).
+    #[serde(default)]
+    pub path: Option<PathBuf>,
 }
 
-fn default_data_path() -> PathBuf {
-    PathBuf::from("./data")
-}
+/// The embedded store's directory when `storage.embedded.path` is not written: `./data`, in
+/// the working directory (as Prometheus's `--storage.tsdb.path` defaults to `data/`).
+pub const DEFAULT_DATA_PATH: &str = "./data";
 
 /// `storage.clickhouse`: a ClickHouse server reached over its HTTP interface.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -556,6 +581,56 @@ mod tests {
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    /// Paths written in `storage` are read from the configuration's folder; absolute ones
+    /// and the defaults (not written) stay as they are, the spool following the store.
+    #[test]
+    fn written_storage_paths_are_relative_to_the_configuration_s_folder() {
+        let folder = Path::new("/etc/epicenter");
+        let mut written: StorageConfig = epicenter_config::from_yaml(
+            "embedded: {path: store}\nspool: {path: ./spool}\nhttp: {users: [{name: a, password_file: secrets/a}, {name: b, password_file: /run/b}]}\n",
+        )
+        .unwrap();
+        written.set_directory(folder);
+        assert_eq!(written.embedded_path(), Path::new("/etc/epicenter/store"));
+        assert_eq!(written.spool().unwrap().path, Path::new("/etc/epicenter/./spool"));
+        let files: Vec<_> = written
+            .http
+            .users
+            .iter()
+            .map(|user| user.password_file.clone().unwrap())
+            .collect();
+        assert_eq!(
+            files,
+            [PathBuf::from("/etc/epicenter/secrets/a"), PathBuf::from("/run/b")]
+        );
+        // The spool's default is inside the (resolved) store.
+        let mut store_only: StorageConfig = epicenter_config::from_yaml("embedded: {path: ../data}\n").unwrap();
+        store_only.set_directory(folder);
+        assert_eq!(
+            store_only.spool().unwrap().path,
+            Path::new("/etc/epicenter/../data/spool")
+        );
+        // Not written: the working directory's ./data, as before.
+        let mut defaults = StorageConfig::default();
+        defaults.set_directory(folder);
+        assert_eq!(defaults.embedded_path(), Path::new("./data"));
+        assert_eq!(defaults.spool().unwrap().path, Path::new("./data/spool"));
+        let mut section_only: StorageConfig = epicenter_config::from_yaml("embedded: {}\n").unwrap();
+        section_only.set_directory(folder);
+        assert_eq!(section_only.embedded_path(), Path::new("./data"));
+        let mut server: StorageConfig = epicenter_config::from_yaml(
+            "clickhouse: {url: 'https://ch:8443', password_file: pw, tls: {ca_file: ca.pem, cert_file: /pki/c.pem, key_file: k.pem}}\n",
+        )
+        .unwrap();
+        server.set_directory(folder);
+        let clickhouse = server.clickhouse.unwrap();
+        assert_eq!(clickhouse.password_file.unwrap(), Path::new("/etc/epicenter/pw"));
+        let tls = clickhouse.tls.unwrap();
+        assert_eq!(tls.ca_file.unwrap(), Path::new("/etc/epicenter/ca.pem"));
+        assert_eq!(tls.cert_file.unwrap(), Path::new("/pki/c.pem"));
+        assert_eq!(tls.key_file.unwrap(), Path::new("/etc/epicenter/k.pem"));
     }
 
     #[test]

@@ -57,9 +57,11 @@ pub struct Placement {
 
 impl Placement {
     /// Reads the placement of a series from its labels: the configured label names (the
-    /// instance falling back to the `instance` label), and the host part of `instance`
-    /// (`host:port`, IPv6 brackets removed) when there is no host label and
-    /// `placement.host_from_instance` is set.
+    /// instance falling back to the `instance` label), and the host part of `instance` when
+    /// there is no host label, `placement.host_from_instance` is set and `instance` is a
+    /// `host:port` address ([`host_of_address`]). An `instance` of another shape (a pod's
+    /// name, as a federated or converted series may carry) leaves the host empty, unknown:
+    /// it never becomes a host of its own.
     pub fn of(labels: &Labels, config: &PlacementConfig) -> Placement {
         Placement::placed(labels, config, None)
     }
@@ -82,12 +84,8 @@ impl Placement {
             host = nodename.to_string();
         }
         if host.is_empty() && config.host_from_instance {
-            if let Some(instance) = labels.get("instance") {
-                host = match instance.rsplit_once(':') {
-                    Some((name, port)) if port.bytes().all(|byte| byte.is_ascii_digit()) => name.to_string(),
-                    _ => instance.clone(),
-                };
-                host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+            if let Some(address_host) = labels.get("instance").and_then(|instance| host_of_address(instance)) {
+                host = address_host.to_string();
             }
         }
         Placement {
@@ -97,6 +95,32 @@ impl Placement {
             service: get(&config.service_label),
         }
     }
+}
+
+/// The host of `address` when it has the `host:port` shape of a scraped target's
+/// `instance` (what Prometheus puts there: `__address__`, a port always present after
+/// relabeling): a host without `:`, `/`, `@` or white space, or an IPv6 literal in brackets
+/// (returned without them), then `:` and a port of digits. `None` for anything else: a pod's
+/// name (`carts-5d8f7`), a URL, an address without a port, a bare IPv6 literal (`::1`).
+pub fn host_of_address(address: &str) -> Option<&str> {
+    let (host, port) = address.rsplit_once(':')?;
+    if port.is_empty() || !port.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    if let Some(inside) = host.strip_prefix('[') {
+        let literal = inside.strip_suffix(']')?;
+        // Hex groups and `:` (`::ffff:10.0.0.1` has dots), a zone after `%` (`fe80::1%eth0`).
+        let is_ipv6 = literal.contains(':')
+            && literal
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || b":.%".contains(&byte));
+        return is_ipv6.then_some(literal);
+    }
+    let is_host = !host.is_empty()
+        && !host
+            .chars()
+            .any(|character| matches!(character, ':' | '/' | '@' | '[' | ']') || character.is_whitespace());
+    is_host.then_some(host)
 }
 
 /// A series as stored: name, final labels, id and placement, computed once per target and
@@ -466,6 +490,50 @@ mod tests {
             .into_iter()
             .collect();
         assert_eq!(Placement::of(&ipv6, &config).host, "::1");
+    }
+
+    /// Issue 38: only an `instance` of the `host:port` shape gives a host; a pod's name (a
+    /// converted or federated series' `instance`) leaves it unknown rather than becoming a
+    /// host of its own.
+    #[test]
+    fn only_a_host_and_port_instance_gives_a_host() {
+        let config = PlacementConfig::default();
+        let host_of = |instance: &str| {
+            let labels: Labels = [("instance".to_string(), instance.to_string())].into_iter().collect();
+            Placement::of(&labels, &config).host
+        };
+        for (instance, host) in [
+            ("10.0.3.7:9100", "10.0.3.7"),
+            ("redis-7.dc-1:9121", "redis-7.dc-1"),
+            ("[::1]:9100", "::1"),
+            ("[fe80::1%eth0]:9100", "fe80::1%eth0"),
+            ("carts-5d8f7b9c4-x2k9q", ""),
+            ("carts", ""),
+            ("[::1]", ""),
+            ("::1", ""),
+            ("a:b:9100", ""),
+            ("http://db-1:8080", ""),
+            ("db-1:", ""),
+            ("db-1:http", ""),
+            (":9100", ""),
+            ("[]:9100", ""),
+        ] {
+            assert_eq!(host_of(instance), host, "{instance}");
+        }
+        // A host label still wins, and the rule can be turned off.
+        let labels: Labels = [("instance", "10.0.3.7:9100"), ("host", "node-3")]
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect();
+        assert_eq!(Placement::of(&labels, &config).host, "node-3");
+        let off = PlacementConfig {
+            host_from_instance: false,
+            ..PlacementConfig::default()
+        };
+        let labels: Labels = [("instance".to_string(), "10.0.3.7:9100".to_string())]
+            .into_iter()
+            .collect();
+        assert_eq!(Placement::of(&labels, &off).host, "");
     }
 
     fn sample(series: &Arc<Series>, timestamp_ms: i64, value: f64) -> SampleRow {

@@ -48,6 +48,18 @@ fn default_listen_address() -> String {
 }
 
 impl ServerConfig {
+    /// Makes `bearer_token_file` and the `tls` files relative to `directory`, the folder of
+    /// the configuration file, when they are relative (as Prometheus reads the paths of its
+    /// web configuration file from that file's folder).
+    pub fn set_directory(&mut self, directory: &std::path::Path) {
+        if let Some(path) = &mut self.bearer_token_file {
+            epicenter_config::resolve_relative(directory, path);
+        }
+        if let Some(tls) = &mut self.tls {
+            tls.set_directory(directory);
+        }
+    }
+
     /// Reads the bearer token (I/O: call at start-up). `Ok(None)` when none is configured.
     /// Errors name the key and the variable or file, never the value.
     pub fn bearer_token(&self) -> Result<Option<epicenter_config::Secret>, String> {

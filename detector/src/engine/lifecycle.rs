@@ -227,7 +227,12 @@ impl Detector {
         // Latency at instances of two services on one host at once is not one process's
         // pause: a host's saturation confirms like any other fault.
         let lone_latency = latency_only && !kind.is_some_and(is_host_kind);
-        let enough = if self.strong(anomalies, name) || leader.score >= self.settings.min_score {
+        // A restart's trouble is judged as a cold start is (it must outlast the restart), not
+        // as one strong deviation: a restarted caller's latency while its callees warm up too
+        // is theirs.
+        let restart = matches!(kind, Some("cold_start" | "transient"));
+        let strong = !restart && self.strong(anomalies, name);
+        let enough = if strong || leader.score >= self.settings.min_score {
             rounds
                 >= self.settings.confirm_rounds.max(if lone_latency {
                     self.rounds_within(self.settings.latency_rounds, LONE_LATENCY_MS)
