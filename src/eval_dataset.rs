@@ -141,7 +141,7 @@ fn real(args: &EvalArgs) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
-    let source = match crate::replay::prometheus_source(url, real.prometheus_config.as_ref()) {
+    let source = match crate::open::prometheus_source(url, real.prometheus_config.as_ref()) {
         Ok(source) => source,
         Err(code) => return code,
     };

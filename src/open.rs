@@ -1,5 +1,5 @@
 //! Start-up glue shared by the subcommands: the async runtime, the store a configuration
-//! names and the scenario a command line names, with problems printed and mapped to exit codes (64 for a configuration that cannot
+//! names, the scenario a command line names and the Prometheus server `--prometheus` names, with problems printed and mapped to exit codes (64 for a configuration that cannot
 //! be used, 1 for a failure).
 
 use std::path::PathBuf;
@@ -74,4 +74,37 @@ pub(crate) fn load_scenario(name: &str, speed: Option<f64>) -> Result<Scenario, 
         }
     }
     Ok(scenario)
+}
+
+/// The Prometheus server at `url`, reached with the HTTP settings of the `--prometheus-config`
+/// file `settings` (none: plain HTTP; its relative paths read from its folder). Errors are printed: exit 64 for a bad URL or settings
+/// file (named).
+pub(crate) fn prometheus_source(
+    url: &str,
+    settings: Option<&PathBuf>,
+) -> Result<epicenter_eval::prometheus::Source, ExitCode> {
+    use epicenter_eval::prometheus::{HttpSettings, Source};
+    let parsed = match settings {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|error| {
+                eprintln!("error: --prometheus-config {}: {error}", path.display());
+                ExitCode::from(EXIT_CONFIG)
+            })?;
+            let mut parsed = HttpSettings::from_yaml(&text).map_err(|error| {
+                eprintln!("error: --prometheus-config {}: {error}", path.display());
+                ExitCode::from(EXIT_CONFIG)
+            })?;
+            // Its relative paths are read from its folder, as the configuration's are.
+            parsed.set_directory(path.parent().unwrap_or(std::path::Path::new(".")));
+            parsed
+        }
+        None => HttpSettings::default(),
+    };
+    Source::new(url, &parsed).map_err(|error| {
+        match settings {
+            Some(path) => eprintln!("error: {error} (in {})", path.display()),
+            None => eprintln!("error: {error}"),
+        }
+        ExitCode::from(EXIT_CONFIG)
+    })
 }

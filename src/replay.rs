@@ -35,10 +35,8 @@ pub(crate) struct ReplayArgs {
     json: bool,
 
     /// Read the samples from this Prometheus server's HTTP API (`http://prometheus:9090`)
-    /// instead of epicenter's store: the series the rules name, placed by --config's
-    /// `placement`, with the server's `up` series; a gap in a series is not taken for a lost
-    /// target (the server's `up` says which were). Needs --from and --to. "What would
-    /// epicenter have said about last Tuesday?"
+    /// instead of epicenter's store: the series the rules name and `up`, placed by --config's
+    /// `placement` (a gap in a series is no lost target). Needs --from and --to.
     #[arg(long, value_name = "URL", requires_all = ["from", "to"])]
     prometheus: Option<String>,
 
@@ -48,14 +46,12 @@ pub(crate) struct ReplayArgs {
     #[arg(long, value_name = "FILE", requires = "prometheus")]
     prometheus_config: Option<PathBuf>,
 
-    /// Also append the verdict events to the store's `replayed_verdicts` table (the columns of
-    /// `verdicts` and the run: `run_id`, printed on stderr, `source`, the period,
-    /// `replayed_at`), apart from the live ones: nothing replayed pages or shows as live; rows
-    /// expire by when they were written. With --prometheus the store is --data's (created
-    /// when missing) or --config's, and one of them is required; otherwise the store the
-    /// samples were read from, which must exist and be free (not held by a running
-    /// `epicenter run`). The schema is made current first: on a ClickHouse server the user
-    /// needs the rights `epicenter run` has. Each run appends.
+    /// Also append the verdict events to the store's `replayed_verdicts` table (`verdicts`'
+    /// columns and the run: `run_id`, printed on stderr, `source`, the period, `replayed_at`),
+    /// apart from the live ones (nothing replayed pages); rows expire by when they were
+    /// written. With --prometheus the store is --data's (created when missing) or --config's;
+    /// otherwise the one read, which must be free (no running `epicenter run`). The schema is
+    /// made current first (a ClickHouse user needs `epicenter run`'s rights). Each run appends.
     #[arg(long)]
     write: bool,
 }
@@ -200,10 +196,9 @@ fn write(
 }
 
 /// The verdict events of replaying the samples the rules name between `from` and `to` (ms) on
-/// the Prometheus server at `url`, placed by `config.placement`, window by window (progress
-/// on stderr), after warning on stderr about rules whose kind does not fit the family the
-/// server has (`epicenter_detector::rules::data_warnings`). Errors are printed: exit 64 for a bad URL or settings file (named), 1 when the
-/// server cannot be read.
+/// the Prometheus server at `url`, placed by `config.placement`, window by window (progress on
+/// stderr), after warnings about rules that do not fit the server's families. Errors are
+/// printed: exit 64 for a bad URL or settings file (named), 1 when the server cannot be read.
 fn from_prometheus(
     url: &str,
     settings: Option<&PathBuf>,
@@ -212,15 +207,13 @@ fn from_prometheus(
     rules: Vec<epicenter_detector::rules::Rule>,
 ) -> Result<Vec<epicenter_detector::VerdictEvent>, ExitCode> {
     use epicenter_eval::prometheus::{Progress, RawSeries};
-    let source = prometheus_source(url, settings)?;
+    let source = crate::open::prometheus_source(url, settings)?;
     let runtime = crate::open::runtime()?;
     // Rules whose kind does not fit the family the server has: said, never a reason to stop.
-    match runtime.block_on(source.holdings(&rules, (from, to))) {
-        Ok(holdings) => {
-            for warning in epicenter_detector::rules::data_warnings(&rules, &holdings) {
-                eprintln!("warning: {}: {warning}", config.detector.rules_source());
-            }
-        }
+    match runtime.block_on(source.rule_warnings(&rules, (from, to))) {
+        Ok(warnings) => warnings
+            .iter()
+            .for_each(|warning| eprintln!("warning: {}: {warning}", config.detector.rules_source())),
         Err(error) => eprintln!("warning: replay: the rules were not checked against {url}'s families: {error}"),
     }
     let mut metrics: Vec<String> = epicenter_detector::live::rule_metrics(&rules).into_iter().collect();
@@ -256,39 +249,6 @@ fn from_prometheus(
         );
     }
     Ok(replayer.finish())
-}
-
-/// The Prometheus server at `url`, reached with the HTTP settings of the `--prometheus-config`
-/// file `settings` (none: plain HTTP; its relative paths read from its folder). Errors are printed: exit 64 for a bad URL or settings
-/// file (named).
-pub(crate) fn prometheus_source(
-    url: &str,
-    settings: Option<&PathBuf>,
-) -> Result<epicenter_eval::prometheus::Source, ExitCode> {
-    use epicenter_eval::prometheus::{HttpSettings, Source};
-    let parsed = match settings {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|error| {
-                eprintln!("error: --prometheus-config {}: {error}", path.display());
-                ExitCode::from(EXIT_CONFIG)
-            })?;
-            let mut parsed = HttpSettings::from_yaml(&text).map_err(|error| {
-                eprintln!("error: --prometheus-config {}: {error}", path.display());
-                ExitCode::from(EXIT_CONFIG)
-            })?;
-            // Its relative paths are read from its folder, as the configuration's are.
-            parsed.set_directory(path.parent().unwrap_or(std::path::Path::new(".")));
-            parsed
-        }
-        None => HttpSettings::default(),
-    };
-    Source::new(url, &parsed).map_err(|error| {
-        match settings {
-            Some(path) => eprintln!("error: {error} (in {})", path.display()),
-            None => eprintln!("error: {error}"),
-        }
-        ExitCode::from(EXIT_CONFIG)
-    })
 }
 
 /// Prints verdict events as text or JSON lines; exit 0.

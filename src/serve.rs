@@ -268,6 +268,9 @@ pub(crate) async fn serve(
     if let Some((detector, publisher)) = detector_tasks {
         let _ = detector.await;
         let _ = publisher.await;
+        if !tapped {
+            crate::stages::say_still_open(&state);
+        }
     }
     let _ = writer.await;
     flushed.store(true, Ordering::SeqCst);

@@ -241,3 +241,22 @@ pub(crate) async fn publish(
         }
     }
 }
+
+/// When the run stops: every incident still open, one line each (`epicenter: VERDICT still
+/// open at shutdown: …`). Stopping resolves nothing: no `resolved` event, row or
+/// notification (issue 38: a `resolved` line near the end of a run was read as the run's end
+/// resolving it).
+pub(crate) fn say_still_open(state: &AppState) {
+    let open = state.verdicts.lock().map(|book| book.open.clone()).unwrap_or_default();
+    for verdict in &open {
+        crate::style::clear_status();
+        println!(
+            "{}",
+            crate::style::verdict_line(
+                "still open at shutdown",
+                &verdict.describe(),
+                crate::style::stdout_colour()
+            )
+        );
+    }
+}

@@ -123,15 +123,16 @@ fn colour_allowed(terminal: bool, no_color: Option<std::ffi::OsString>) -> bool 
     terminal && no_color.is_none_or(|value| value.is_empty())
 }
 
-/// A verdict line (`epicenter: VERDICT opened: …`) set apart: bold, red when opened, yellow
-/// when updated, green when resolved, when `colour`; the plain line otherwise.
+/// A verdict line (`epicenter: VERDICT opened: …`) set apart: bold, red when opened (or still
+/// open when the run stops), yellow when updated, green when resolved, when `colour`; the
+/// plain line otherwise.
 pub(crate) fn verdict_line(state: &str, text: &str, colour: bool) -> String {
     let line = format!("epicenter: VERDICT {state}: {text}");
     if !colour {
         return line;
     }
     let code = match state {
-        "opened" => "1;31",
+        "opened" | "still open at shutdown" => "1;31",
         "updated" => "1;33",
         "resolved" => "1;32",
         _ => "1",

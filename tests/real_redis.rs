@@ -385,7 +385,8 @@ fn e2e_a_rolling_restart_names_only_the_restarted_nodes() {
             .unwrap_or_default();
         assert!(
             allowed.contains(&host),
-            "a verdict {state} at {time_ms} names {host}, but the nodes restarted last were {allowed:?} (restarts {restarts:?})"
+            "a verdict {state} at {time_ms} names {host}, but the nodes restarted last were {allowed:?} (restarts {restarts:?}); every event with its evidence and candidates:\n{:#}",
+            common::get_json(&rig.api, "/api/v1/verdicts")["data"]["history"]
         );
     }
     let _ = std::fs::remove_dir_all(&rig.dir);

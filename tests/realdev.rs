@@ -9,7 +9,7 @@
 //! number of cases, every case's truth against the label files (parsed here again), the naive
 //! reference's ranking of one case per set recomputed here from the raw series read through
 //! Prometheus's query API, and every matched incident inside its case's window. The
-//! detector's own figures are asserted against [`ACCEPTANCE`] once it reaches them.
+//! detector's own figures are held to the floors of [`ACCEPTANCE`] (what it reaches today).
 
 #![allow(clippy::unwrap_used, reason = "tests: a panic is a failed assertion")]
 
@@ -22,12 +22,17 @@ use std::time::{Duration, Instant};
 mod common;
 use common::{find, free_port, spawn, Guard};
 
-// === Acceptance thresholds of issue 38, asserted once the detector reaches them ===
+// === What the detector must keep on this data ===
 //
-// `None` is not asserted yet. Fill a figure in when the detector reaches it on this data (and
-// keep the figures in docs/detector.md, "Real incidents", and BENCHMARKS.md in step).
+// The floors below are what the detector reached on 2026-12-07 (shipped rules, no
+// configuration: docs/detector.md, "Real incidents"), less one case's share or so of slack, so
+// that a change that loses real incidents fails here. They are not issue 38's targets (Sock
+// Shop service top-1 0.8 with 90 % of the quiet gaps clean; Nezha service top-1 and host AC@1
+// 0.7 on both days), which the detector does not reach yet: the test prints each figure beside
+// its target. Raise a floor when the detector gains; never lower one without saying why in
+// docs/detector.md.
 
-/// What one set must reach.
+/// What one set must keep.
 struct Acceptance {
     /// The set's name in the report (`sockshop`, `nezha-ob`, `nezha-tt`).
     set: &'static str,
@@ -43,35 +48,44 @@ struct Acceptance {
     max_false_verdicts: Option<u64>,
     /// Least share of quiet gaps without a false verdict.
     min_quiet_gap_share_clean: Option<f64>,
+    /// Issue 38's target for service top-1 (printed beside the figure, not asserted).
+    target_service_top1: f64,
 }
 
 const ACCEPTANCE: [Acceptance; 3] = [
+    // 94 cases (53 with a known host), 93 quiet gaps. Reached: 0.50, 0.60, 0.50, 1.7 min, 0, 1.00.
     Acceptance {
         set: "sockshop",
-        min_service_top1: None,
-        min_host_ac1: None,
-        min_kind_accuracy: None,
-        max_median_minutes_to_detect: None,
-        max_false_verdicts: None,
-        min_quiet_gap_share_clean: None,
+        min_service_top1: Some(0.48),
+        min_host_ac1: Some(0.57),
+        min_kind_accuracy: Some(0.48),
+        max_median_minutes_to_detect: Some(2.5),
+        max_false_verdicts: Some(2),
+        min_quiet_gap_share_clean: Some(0.95),
+        target_service_top1: 0.8,
     },
+    // 24 cases, 3 quiet gaps. Reached: 0.38, 0.38, 0.29, 1.6 min, 1 false verdict.
     Acceptance {
         set: "nezha-ob",
-        min_service_top1: None,
-        min_host_ac1: None,
-        min_kind_accuracy: None,
-        max_median_minutes_to_detect: None,
-        max_false_verdicts: None,
+        min_service_top1: Some(0.33),
+        min_host_ac1: Some(0.33),
+        min_kind_accuracy: Some(0.25),
+        max_median_minutes_to_detect: Some(2.5),
+        max_false_verdicts: Some(3),
         min_quiet_gap_share_clean: None,
+        target_service_top1: 0.7,
     },
+    // 28 cases, 5 quiet gaps. Reached: 0.14, 0.14, 0.14, 2.0 min, 10 false verdicts (several at
+    // CPU injections the labels do not list: docs/detector.md).
     Acceptance {
         set: "nezha-tt",
-        min_service_top1: None,
-        min_host_ac1: None,
-        min_kind_accuracy: None,
-        max_median_minutes_to_detect: None,
-        max_false_verdicts: None,
+        min_service_top1: Some(0.10),
+        min_host_ac1: Some(0.10),
+        min_kind_accuracy: Some(0.10),
+        max_median_minutes_to_detect: Some(3.0),
+        max_false_verdicts: Some(14),
         min_quiet_gap_share_clean: None,
+        target_service_top1: 0.7,
     },
 ];
 
@@ -507,11 +521,12 @@ fn check_set(report: &serde_json::Value, truth: &[Truth], port: u16) {
         assert!(value <= most, "{set}: {value} false verdicts > {most}");
     }
     eprintln!(
-        "{set}: {} cases, {} matched; service top-1 {:.2} (naive {:.2}), host AC@1 {} (naive {}), kind {:.2}, false verdicts {}, quiet gaps clean {} (naive {})",
+        "{set}: {} cases, {} matched; service top-1 {:.2} (naive {:.2}; issue 38's target {:.2}), host AC@1 {} (naive {}), kind {:.2}, false verdicts {}, quiet gaps clean {} (naive {})",
         summary["cases"],
         summary["matched"],
         summary["service_top1"].as_f64().unwrap(),
         summary["naive"]["service_top1"].as_f64().unwrap(),
+        acceptance.target_service_top1,
         summary["host_ac1"],
         summary["naive"]["host_ac1"],
         summary["kind_accuracy"].as_f64().unwrap(),

@@ -79,6 +79,8 @@ pub struct Signal {
     counter_glitch: f64,
     /// Whether the scale keeps no floor relative to the level ([`Signal::absolute`]).
     absolute: bool,
+    /// Whether a lasting anomaly never joins the baseline ([`Signal::never_normal`]).
+    never_normal: bool,
 }
 
 /// Values whose mean a resource's level shift is judged on ([`Signal::judge`]).
@@ -117,6 +119,7 @@ impl Signal {
             since_restart: None,
             counter_glitch: COUNTER_GLITCH,
             absolute: false,
+            never_normal: false,
         }
     }
 
@@ -126,6 +129,15 @@ impl Signal {
     /// quiet host's noise, not the 3 it is against a floor of 10 % of the level.
     pub fn absolute(mut self) -> Signal {
         self.absolute = true;
+        self
+    }
+
+    /// The same signal whose anomalous values never join its baseline, however long they last
+    /// (no `adapt_after`): an availability lost (a dead node's `redis_up` 0, a target's `up`
+    /// 0) is not a new level; it stays lost until the node answers again (issue 38: a dead
+    /// node's verdict resolved about 40 intervals after the kill).
+    pub fn never_normal(mut self) -> Signal {
+        self.never_normal = true;
         self
     }
 
@@ -274,7 +286,7 @@ impl Signal {
             }
         }
         self.note(time_ms, anomalous, score, onset);
-        if !anomalous || self.anomalous_for > tuning.adapt_after {
+        if !anomalous || (self.anomalous_for > tuning.adapt_after && !self.never_normal) {
             self.push(value, tuning);
         }
         self.recent_push(time_ms, value);
@@ -501,5 +513,36 @@ mod tests {
         assert_eq!(long.baseline(0.1).0, median);
         // The last 60 of the same cycle: 10.0 ..= 13.0 in steps of 0.5, median 11.5.
         assert_eq!(short.baseline(0.1).0, 11.5);
+    }
+
+    /// Issue 38: a dead node's `redis_up` (1 for 60 intervals, then 0) joins the baseline
+    /// after `adapt_after` and stops being anomalous 40 intervals after the kill (its verdict
+    /// then resolved while the node was still dead); marked never normal, as availability is,
+    /// it stays anomalous until the node answers again.
+    #[test]
+    fn a_lost_availability_never_becomes_normal() {
+        let tuning = Tuning::default();
+        let anomalous_rounds = |mut signal: Signal| {
+            for round in 0..60 {
+                signal.judge(round * 1_000, 1.0, &tuning);
+            }
+            (1..=200)
+                .take_while(|round| signal.judge((59 + round) * 1_000, 0.0, &tuning).anomalous)
+                .count()
+        };
+        assert_eq!(anomalous_rounds(Signal::new(ValueKind::Gauge, Bad::Down, 0.5)), 40);
+        assert_eq!(
+            anomalous_rounds(Signal::new(ValueKind::Gauge, Bad::Down, 0.5).never_normal()),
+            200
+        );
+        // Back to 1: not anomalous at once.
+        let mut signal = Signal::new(ValueKind::Gauge, Bad::Down, 0.5).never_normal();
+        for round in 0..60 {
+            signal.judge(round * 1_000, 1.0, &tuning);
+        }
+        for round in 60..300 {
+            signal.judge(round * 1_000, 0.0, &tuning);
+        }
+        assert!(!signal.judge(300_000, 1.0, &tuning).anomalous);
     }
 }

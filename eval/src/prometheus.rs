@@ -324,6 +324,21 @@ impl Source {
         Ok(names)
     }
 
+    /// The warnings [`epicenter_detector::rules::data_warnings`] gives for `rules` against what
+    /// the server holds between `from_ms` and `to_ms` ([`Source::holdings`]): rules whose kind
+    /// does not fit the family the server has.
+    ///
+    /// # Errors
+    /// As [`Source::holdings`].
+    pub async fn rule_warnings(
+        &self,
+        rules: &[epicenter_detector::rules::Rule],
+        span: (i64, i64),
+    ) -> Result<Vec<epicenter_detector::rules::RuleWarning>, String> {
+        let holdings = self.holdings(rules, span).await?;
+        Ok(epicenter_detector::rules::data_warnings(rules, &holdings))
+    }
+
     /// What the server holds, between `from_ms` and `to_ms`, of the families `rules` read, for
     /// [`epicenter_detector::rules::data_warnings`]: the metric names with samples, the label
     /// names of each name the rules read ([`epicenter_detector::rules::names_to_check`]) that

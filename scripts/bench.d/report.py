@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Writes BENCHMARKS.md (to stdout) from the results scripts/bench left in RESULTS_DIR.
 
-    report.py RESULTS_DIR COMMAND QUICK
+    report.py RESULTS_DIR COMMAND QUICK [PREVIOUS]
 
 Reads machine.json, parse.txt (RESULT lines), ingest.jsonl and memory.jsonl (one JSON object per run),
-fleet-embedded.txt, fleet-null.txt, queries.jsonl and tick-<series>.txt, whichever exist; a section whose file is
-missing says it was not run, and each section names when its file was written (a run with
---only keeps the other phases' older files).
+fleet-embedded.txt, fleet-null.txt, queries.jsonl, tick-<series>.txt and realdev.json, whichever exist;
+each section names when its file was written (a run with --only keeps the other phases' older
+files). A section whose file is missing is taken from PREVIOUS (the BENCHMARKS.md this run
+replaces) when it holds one, marked as kept from there; else it says it was not run.
 """
 
 import json
@@ -16,6 +17,7 @@ import sys
 import time
 
 results, command, quick = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+previous = sys.argv[4] if len(sys.argv) > 4 else None
 
 
 def path(name):
@@ -288,6 +290,47 @@ else:
 emit("")
 
 # ---------------------------------------------------------------------------------------------
+emit("## Detector on real incidents (issue 38): epicenter eval over Prometheus 2.42")
+emit("")
+if os.path.exists(path("realdev.json")):
+    def share(value):
+        return "-" if value is None else f"{value:.2f}"
+
+    def minutes(value):
+        return "-" if value is None else f"{value:.1f}"
+
+    emit("../shared/datasets/realdev converted by its own tools, backfilled with promtool and served by "
+         "Prometheus 2.42; `epicenter eval --dataset sockshop|nezha … --prometheus URL --json` with the "
+         "shipped rules and a `placement` section only (docs/detector.md, \"Real incidents\"). One "
+         "incident per case at most (one to one); svc@1: the case's incident names the faulty pod's "
+         "service; host@1 over the cases with a known host; kind: one of the fault type's kinds; TTD: "
+         "minutes from the fault's start to the incident's opening (median, slowest); false: incidents "
+         "matched to no case; quiet gaps clean: the gaps between cases (10 minutes' settling after "
+         "each) in which no false verdict opened. naive: the largest robust z of any series of a "
+         "service (host) in the fault window against the hour before, and whether any series passes 5 "
+         "in a quiet gap (eval/src/naive.rs).")
+    emit("")
+    emit("| set | fault type | cases | matched | svc@1 | host@1 (of) | kind | TTD min, median (max) | false | quiet gaps clean | naive svc@1 | naive host@1 | naive quiet clean |")
+    emit("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for report in json.load(open(path("realdev.json"))):
+        for result in report["sets"]:
+            rows = result["by_fault_type"] + [dict(result["summary"], fault_type="**all**")]
+            for row in rows:
+                naive = row.get("naive") or {}
+                emit(f"| {result['set']} | {row['fault_type']} | {row['cases']} | {row['matched']} | "
+                     f"{share(row['service_top1'])} | {share(row['host_ac1'])} ({row['cases_with_host']}) | "
+                     f"{share(row['kind_accuracy'])} | {minutes(row['median_minutes_to_detect'])} "
+                     f"({minutes(row['max_minutes_to_detect'])}) | "
+                     f"{'-' if row['false_verdicts'] is None else row['false_verdicts']} | "
+                     f"{share(row['quiet_gap_share_clean'])} | {share(naive.get('service_top1'))} | "
+                     f"{share(naive.get('host_ac1'))} | {share(naive.get('quiet_gap_share_clean'))} |")
+    emit("")
+    emit("Written " + written("realdev.json") + ".")
+else:
+    emit("Not run.")
+emit("")
+
+# ---------------------------------------------------------------------------------------------
 emit("## Issue 19's acceptance lines, as this run measured them")
 emit("")
 emit("| line | measured | met |")
@@ -296,4 +339,42 @@ for line, met, figure in acceptance:
     emit(f"| {line} | {figure} | {'yes' if met else '**no**'} |")
 emit("")
 emit("Not measured by scripts/bench yet: the dashboards' panel queries' time.")
+# Sections this run did not measure keep the previous file's text, marked so.
+def sections(text_lines):
+    found, name = {}, None
+    for line in text_lines:
+        if line.startswith("## "):
+            name = line
+            found[name] = []
+        elif name is not None:
+            found[name].append(line)
+    return found
+
+
+if previous and os.path.exists(previous):
+    kept = sections(open(previous).read().splitlines())
+    merged, name, body = [], None, []
+
+    def flush():
+        if name is None:
+            return
+        if [line for line in body if line.strip()] == ["Not run."] and name in kept:
+            old = [line for line in kept[name] if not line.startswith("(Kept from the previous")]
+            while old and not old[-1].strip():
+                old.pop()
+            merged.extend(["", "(Kept from the previous BENCHMARKS.md: this run did not measure it.)"] + old + [""])
+        else:
+            merged.extend(body)
+
+    for line in lines:
+        if line.startswith("## "):
+            flush()
+            name, body = line, []
+            merged.append(line)
+        elif name is None:
+            merged.append(line)
+        else:
+            body.append(line)
+    flush()
+    lines = merged
 print("\n".join(lines))

@@ -126,9 +126,13 @@ impl Detector {
             // A fault at an instance on the same host as an instance of another service an open
             // incident names: the host, not either service, is what fails.
             let host_of = |name: &String| self.instances.get(name).map(|info| info.host.as_str());
+            // Only a fault a starved host causes (slowness, a hang, …; never a lost node) is
+            // the host's.
+            let host_may_cause = host_may_explain(&verdict.kind) || is_host_kind(&verdict.kind);
             let neighbour = open.iter().position(|incident| {
                 let open = &incident.verdict;
-                (host_may_explain(&open.kind) || is_host_kind(&open.kind))
+                host_may_cause
+                    && (host_may_explain(&open.kind) || is_host_kind(&open.kind))
                     && open.service != leader.service
                     && open
                         .instances
@@ -603,5 +607,52 @@ mod tests {
         assert_eq!(anomaly.resource, Some(Resource::Memory));
         // The same fall against a floor of a tenth of the level would be 3.1 scales.
         assert!(0.31 * level / (0.1 * level) < 5.0);
+    }
+
+    /// Issue 38: a host's saturation open (its node_exporter reports CPU pressure, as on a
+    /// busy 2-core machine) does not swallow the loss of a Redis node on that host: a starved
+    /// host slows what runs on it, it does not kill it. The node's `redis_up` 0 opens its own
+    /// `node_loss`, and the host's verdict stays the host's. (On fd4df67 the host's scope
+    /// claimed the node's availability and kept its kind: no `node_loss` ever opened.)
+    #[test]
+    fn a_node_lost_on_a_starved_host_is_its_own_node_loss() {
+        let rules = crate::rules::parse(
+            "signals:\n  - {metric: node_pressure_cpu_waiting_seconds_total, kind: counter, class: saturation, bad: up, floor: 0.05, role: host}\n  - {metric: node_memory_AnonPages_bytes, kind: gauge, class: saturation, bad: up, floor: 1, role: host}\n  - {metric: redis_up, kind: gauge, class: availability, bad: down, floor: 0.5, role: cache}\n",
+        )
+        .unwrap();
+        let mut detector = Detector::new(rules, Vec::new(), 1_000, Settings::default());
+        detector.observe(0, &info("node-1", "dc-1", "h1", "node"), Vec::new());
+        detector.observe(0, &info("redis-1", "dc-1", "h1", "redis"), Vec::new());
+        detector.roles.insert("node-1".into(), BTreeSet::from([Role::Host]));
+        detector.roles.insert("redis-1".into(), BTreeSet::from([Role::Cache]));
+        let starved = || {
+            ["node_pressure_cpu_waiting_seconds_total", "node_memory_AnonPages_bytes"]
+                .into_iter()
+                .map(|metric| Anomaly {
+                    metric: metric.into(),
+                    ..anomaly("node-1", Class::Saturation, None, 0)
+                })
+                .collect::<Vec<_>>()
+        };
+        let lost = Anomaly {
+            metric: "redis_up".into(),
+            ..anomaly("redis-1", Class::Availability, None, 5_000)
+        };
+        let round = |detector: &mut Detector, anomalies: Vec<Anomaly>| {
+            let mut assessment = ranked(detector, anomalies);
+            detector.lifecycle(&mut assessment);
+            assessment
+                .incidents
+                .iter()
+                .map(|verdict| (verdict.kind.clone(), verdict.instances.clone()))
+                .collect::<Vec<_>>()
+        };
+        round(&mut detector, starved());
+        let host = ("host_saturation".to_string(), vec!["node-1".to_string()]);
+        assert_eq!(round(&mut detector, starved()), std::slice::from_ref(&host));
+        let with_loss = || [starved(), vec![lost.clone()]].concat();
+        round(&mut detector, with_loss());
+        let node = ("node_loss".to_string(), vec!["redis-1".to_string()]);
+        assert_eq!(round(&mut detector, with_loss()), [host, node]);
     }
 }

@@ -330,8 +330,15 @@ impl Detector {
 }
 
 /// `signal` with no floor relative to its level when `rule` measures a resource (`resource:`):
-/// its scale follows its own noise, down to the rule's floor in the family's unit.
+/// its scale follows its own noise, down to the rule's floor in the family's unit. An
+/// availability rule's signal never takes a lasting loss into its baseline
+/// ([`Signal::never_normal`]): a dead node stays lost until it answers again.
 fn resource_scaled(signal: Signal, rule: &Rule) -> Signal {
+    let signal = if rule.spec.class == Class::Availability {
+        signal.never_normal()
+    } else {
+        signal
+    };
     if rule.spec.resource.is_some() {
         signal.absolute()
     } else {

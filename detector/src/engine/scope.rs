@@ -30,13 +30,21 @@ pub(super) struct Scope {
     /// (ms) their anomalies may have begun to be its: a stalled disk under a slow database
     /// shows in both at once. Later trouble of the host is its own.
     host_exporters: (BTreeSet<String>, i64),
+    /// Whether the incident is a host's (`host_saturation`, `host_network`): it names every
+    /// instance on the host, but not their own lost availability ([`Scope::explains`]).
+    host: bool,
 }
 
 impl Scope {
     /// Whether `anomaly` is explained by the incident this scope belongs to.
     pub(super) fn explains(&self, anomaly: &Anomaly) -> bool {
         if self.named.contains(&anomaly.instance) {
-            return true;
+            // A starved host slows what runs on it; it does not kill it: an instance's own lost
+            // availability (a dead node's `redis_up` 0 while its exporter answers) is a fault
+            // of its own, not the host's. A target that stopped answering (`up`) may be the
+            // host's.
+            let own_loss = anomaly.peer.is_none() && anomaly.class == Class::Availability && anomaly.metric != "up";
+            return !(self.host && own_loss);
         }
         let (exporters, until_ms) = &self.host_exporters;
         if anomaly.peer.is_none() && exporters.contains(&anomaly.instance) && anomaly.onset_ms <= *until_ms {
@@ -177,6 +185,7 @@ impl Detector {
             upstream,
             standing_out,
             host_exporters,
+            host: is_host_kind(&verdict.kind),
         }
     }
 }
