@@ -159,14 +159,18 @@ impl Signal {
     }
 
     /// Turns a reading (`value`, plus `count` for a mean) at `time_ms` into the interval's
-    /// value: `None` for the first reading, an interval without observations (a mean whose
+    /// value: `None` for the first reading of a counter, a mean or a restart (a gauge's first
+    /// reading is its value), an interval without observations (a mean whose
     /// count did not move) or a non-advancing clock. A counter (or a mean's count) that dips
     /// by less than the glitch fraction ([`Signal::with_counter_glitch`]) gives `None` too,
     /// and the reading is dropped: the next one is measured from the reading before the dip.
     /// A larger decrease is a reset (the new value counted from zero, as Prometheus does).
     pub fn interval_value(&mut self, time_ms: i64, value: f64, count: f64) -> Option<f64> {
         let current = Raw { time_ms, value, count };
-        let previous = self.last.replace(current)?;
+        let Some(previous) = self.last.replace(current) else {
+            // A gauge's reading is its value: the first one needs nothing before it.
+            return (self.kind == ValueKind::Gauge).then_some(value);
+        };
         let seconds = (time_ms - previous.time_ms) as f64 / 1000.0;
         if seconds <= 0.0 {
             return None;
@@ -426,6 +430,21 @@ mod tests {
         mean.interval_value(0, 10.0, 100.0);
         assert_eq!(mean.interval_value(10_000, 9.9, 99.0), None);
         assert_eq!(mean.interval_value(20_000, 13.0, 120.0), Some(0.15));
+    }
+
+    /// A gauge's first reading is a value (a counter's or a mean's needs the one before it):
+    /// with one step of history before an issue (PetShop's temporal settings), that step is
+    /// the baseline the issue's first step is judged against. (On fd4df67 it only started the
+    /// signal.)
+    #[test]
+    fn a_gauge_s_first_reading_is_its_value() {
+        let mut signal = gauge();
+        assert_eq!(signal.interval_value(0, 0.25, 0.0), Some(0.25));
+        assert_eq!(signal.interval_value(10_000, 0.5, 0.0), Some(0.5));
+        // The clock must still advance.
+        assert_eq!(signal.interval_value(10_000, 0.75, 0.0), None);
+        let mut restart = Signal::new(ValueKind::Restart, Bad::Up, 1.0);
+        assert_eq!(restart.interval_value(0, 1_700_000_000.0, 0.0), None);
     }
 
     #[test]

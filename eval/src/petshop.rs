@@ -813,9 +813,9 @@ mod tests {
 
     const TARGET: &str = r#"{"target": {"node": "site", "metric": "latency", "agg": "Average", "timestamp": 600}, "root_cause": {"node": "db"}}"#;
 
-    /// Without a `noissue/` period the steps before the issue are the baseline: the first
-    /// reading only starts the signal, the second is its one baseline value (`min_history` 1),
-    /// the third (the issue's) is judged: db 400 scales up, site 7.
+    /// Without a `noissue/` period the steps before the issue are the baseline (a gauge's
+    /// first reading is a value; `min_history` 1): the third step (the issue's) is judged
+    /// against the first two, db 400 scales up, site 7.
     #[test]
     fn a_well_formed_issue_is_scored_and_bad_input_is_named() {
         let good = tiny_dataset("good", "0.41", TARGET);

@@ -1,5 +1,6 @@
 //! Ranking: every instance with evidence is a candidate, scored on its own anomalies and its
-//! callers' anomalies towards it (docs/detector.md, "Ranking").
+//! callers' anomalies towards it: by the peer label of their series, or, for a caller whose
+//! series name no peer, by the call graph (docs/detector.md, "Ranking").
 
 use super::*;
 
@@ -128,6 +129,9 @@ impl Detector {
             entry.1 = entry.1.max(anomaly.score);
         }
         let explained = self.explained_by_containers(anomalies);
+        // Per instance and class (latency, errors), what its own latency or errors counted:
+        // what a callee's trouble may explain ([`Detector::callees_explaining`]).
+        let mut delay: BTreeMap<(&str, Class), Delay> = BTreeMap::new();
         for anomaly in anomalies {
             if anomaly.peer.is_none()
                 && anomaly
@@ -173,6 +177,18 @@ impl Detector {
                             .or_insert((0.0, BTreeSet::new(), anomaly.onset_ms));
                     if counted {
                         entry.0 += weight * strength;
+                        if matches!(class, Class::Latency | Class::Errors) {
+                            let part = delay.entry((anomaly.instance.as_str(), class)).or_insert(Delay {
+                                score: 0.0,
+                                onset_ms: anomaly.onset_ms,
+                                strengths: Vec::new(),
+                                deviation: 0.0,
+                            });
+                            part.score += weight * strength;
+                            part.onset_ms = part.onset_ms.min(anomaly.onset_ms);
+                            part.strengths.push(strength);
+                            part.deviation = part.deviation.max(anomaly.deviation);
+                        }
                     }
                     entry.1.insert(class);
                     entry.2 = entry.2.min(anomaly.onset_ms);
@@ -189,6 +205,23 @@ impl Detector {
                     .all(|class| matches!(class, Class::Latency | Class::Traffic))
             {
                 *score *= WAITING_ON_A_CALLEE;
+            }
+        }
+        // Without a series naming whom it calls, the call graph says it: a caller's latency or
+        // errors that a callee's trouble explains count for little (a caller's delay is its
+        // callee's, seen once more), and count for the callee as a caller's series naming it
+        // would (2 per family, at most 4 per caller). A callee whose own series say it waits
+        // on a peer in turn is not credited: its peer already is, through the label.
+        let waiting_on_peers: BTreeSet<&str> = pointed.values().flat_map(|callers| callers.keys().copied()).collect();
+        let mut discounted: BTreeSet<(&str, Class)> = BTreeSet::new();
+        for (caller, class, callee, evidence) in self.callees_explaining(anomalies, &delay) {
+            if discounted.insert((caller, class)) {
+                if let (Some(part), Some((score, _, _))) = (delay.get(&(caller, class)), own.get_mut(caller)) {
+                    *score -= part.score * (1.0 - WAITING_ON_A_CALLEE);
+                }
+            }
+            if !waiting_on_peers.contains(callee) {
+                *pointed.entry(callee).or_default().entry(caller).or_default() += evidence;
             }
         }
         let mut names: BTreeSet<&str> = own.keys().copied().collect();
@@ -251,6 +284,110 @@ impl Detector {
         candidates.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.instance.cmp(&b.instance)));
         candidates
     }
+
+    /// (caller, class, callee, evidence): each caller whose own latency or errors (`class`)
+    /// a callee's trouble explains through the call graph, with what that evidence weighs
+    /// for the callee (2 per family, by strength, as from a series naming it as its peer).
+    ///
+    /// The graph is the service edges ([`Detector::service_edges`]: configured, or shown by
+    /// peer or caller labels); a callee is an instance of a service the caller's service
+    /// calls, in the caller's datacenter along same-datacenter edges. It explains the
+    /// caller's `class` when its own trouble began no later than the caller's (a cause does
+    /// not follow its effect) and is of that size: its availability lost, or its own latency
+    /// (errors) risen by at least half as much as the caller's, in the family's unit (seconds,
+    /// failures per second). A callee 10 ms slower does not explain a caller 30 ms slower, nor
+    /// one failing request a minute a caller failing five. Not read from the graph: a caller
+    /// with a series naming a peer or marked `outbound` (those say whom it waits on:
+    /// [`Detector::waiting_on_a_callee`] and the callers' evidence by peer label), and a
+    /// caller whose own traffic rose (it may be loading its callees: a retry storm's entry).
+    fn callees_explaining<'a>(
+        &self,
+        anomalies: &'a [Anomaly],
+        delay: &BTreeMap<(&'a str, Class), Delay>,
+    ) -> Vec<(&'a str, Class, &'a str, f64)> {
+        if delay.is_empty() {
+            return Vec::new();
+        }
+        let says_whom: BTreeSet<&str> = anomalies
+            .iter()
+            .filter(|a| a.peer.is_some() || a.outbound || a.class == Class::Traffic)
+            .map(|a| a.instance.as_str())
+            .collect();
+        if delay.keys().all(|(caller, _)| says_whom.contains(caller)) {
+            return Vec::new();
+        }
+        let edges = self.service_edges();
+        // Per service, the services it calls (and whether those calls stay in a datacenter).
+        let mut calls: BTreeMap<&str, Vec<(&str, bool)>> = BTreeMap::new();
+        for ((caller, callee), same_dc) in &edges {
+            if caller != callee {
+                calls
+                    .entry(caller.as_str())
+                    .or_default()
+                    .push((callee.as_str(), *same_dc));
+            }
+        }
+        if calls.is_empty() {
+            return Vec::new();
+        }
+        // Per service, its instances' own trouble that may explain a caller's: (instance,
+        // datacenter, [(class, onset, deviation)]).
+        let mut trouble: BTreeMap<&str, Vec<(&str, &str, Vec<(Class, i64, f64)>)>> = BTreeMap::new();
+        let mut of_instance: BTreeMap<&str, Vec<(Class, i64, f64)>> = BTreeMap::new();
+        for a in anomalies.iter().filter(|a| a.peer.is_none() && !a.outbound) {
+            if matches!(a.class, Class::Latency | Class::Errors | Class::Availability) {
+                of_instance
+                    .entry(a.instance.as_str())
+                    .or_default()
+                    .push((a.class, a.onset_ms, a.deviation));
+            }
+        }
+        for (instance, troubles) in of_instance {
+            if let Some(info) = self.instances.get(instance) {
+                trouble
+                    .entry(info.service.as_str())
+                    .or_default()
+                    .push((instance, info.dc.as_str(), troubles));
+            }
+        }
+        let mut explained = Vec::new();
+        for (&(caller, class), part) in delay {
+            if says_whom.contains(caller) {
+                continue;
+            }
+            let Some(info) = self.instances.get(caller) else {
+                continue;
+            };
+            for (callee_service, same_dc) in calls.get(info.service.as_str()).into_iter().flatten() {
+                for (callee, dc, troubles) in trouble.get(callee_service).into_iter().flatten() {
+                    if *callee == caller || (*same_dc && *dc != info.dc) {
+                        continue;
+                    }
+                    let explains = troubles.iter().any(|(trouble_class, onset, deviation)| {
+                        *onset <= part.onset_ms
+                            && (*trouble_class == Class::Availability
+                                || (*trouble_class == class && *deviation >= 0.5 * part.deviation))
+                    });
+                    if explains {
+                        let evidence = part.strengths.iter().map(|strength| 2.0 * strength).sum();
+                        explained.push((caller, class, *callee, evidence));
+                    }
+                }
+            }
+        }
+        explained
+    }
+}
+
+/// What an instance's own latency or errors counted in the ranking: their score, the earliest
+/// onset, each family's strength, and the largest deviation (in the family's unit: seconds,
+/// failures per second).
+#[derive(Debug, Clone)]
+struct Delay {
+    score: f64,
+    onset_ms: i64,
+    strengths: Vec<f64>,
+    deviation: f64,
 }
 
 /// Whether the first two of `candidates` (best first) have the same score, to a relative
@@ -417,6 +554,64 @@ mod tests {
         // Without the outbound series it is the caller's own trouble again: 3.0, first.
         let own: Vec<Anomaly> = anomalies.iter().filter(|a| !a.outbound).cloned().collect();
         assert_eq!(detector.rank(&own)[0].instance, "frontend-1");
+    }
+
+    /// Issue 38 (PetShop): with no series naming whom it calls, the call graph says it. A
+    /// caller slowed by a callee of its service (its latency risen at least half as far, no
+    /// later) ranks below it, and its latency counts for the callee as a peer-labelled series
+    /// would; a callee slowed a little does not explain it, nor one whose trouble began later,
+    /// nor anything for a caller whose own traffic rose (it may be what loads the callee).
+    /// (On fd4df67 the site, slow and failing, led the search it waits on: 3.0 against 1.5.)
+    #[test]
+    fn the_call_graph_explains_a_caller_s_delay_by_its_callee_s() {
+        let graph = |dependencies: &[(&str, &str)]| {
+            let dependencies = dependencies
+                .iter()
+                .map(|(caller, callee)| Dependency {
+                    caller: caller.to_string(),
+                    callee: callee.to_string(),
+                    same_dc: true,
+                })
+                .collect();
+            let mut detector = Detector::new(Vec::new(), dependencies, 10_000, Settings::default());
+            for name in ["site", "search", "cache"] {
+                detector.observe(0, &info(name, "dc-1", name, name), Vec::new());
+            }
+            detector
+        };
+        let of = |instance: &str, metric: &str, class: Class, deviation: f64, onset_ms: i64| Anomaly {
+            metric: metric.into(),
+            deviation,
+            ..anomaly(instance, class, None, onset_ms)
+        };
+        // The site 50 ms slower and failing, the search 30 ms slower, the cache 5 ms.
+        let anomalies = vec![
+            of("site", "latency", Class::Latency, 0.05, 0),
+            of("site", "failures", Class::Errors, 0.2, 0),
+            of("search", "latency", Class::Latency, 0.03, 0),
+            of("cache", "latency", Class::Latency, 0.005, 0),
+        ];
+        let score = |ranked: &[Candidate], name: &str| ranked.iter().find(|c| c.instance == name).unwrap().score;
+        let without = graph(&[]).rank(&anomalies);
+        assert_eq!(without[0].instance, "site", "{without:?}");
+        assert!((score(&without, "site") - 3.0).abs() < 1e-9, "{without:?}");
+        let with = graph(&[("site", "search"), ("site", "cache")]).rank(&anomalies);
+        assert_eq!(with[0].instance, "search", "{with:?}");
+        // The search: its own 1.5 and the site's latency, 2. The site: its errors (nothing it
+        // calls fails) and 0.3 of its latency. The cache: its own only.
+        assert!((score(&with, "search") - 3.5).abs() < 1e-9, "{with:?}");
+        assert!((score(&with, "site") - 1.95).abs() < 1e-9, "{with:?}");
+        assert!((score(&with, "cache") - 1.5).abs() < 1e-9, "{with:?}");
+        // The search slowed two intervals after the site: not why the site is slow.
+        let mut later = anomalies.clone();
+        later[2].onset_ms = 20_000;
+        let ranked = graph(&[("site", "search")]).rank(&later);
+        assert_eq!(ranked[0].instance, "site", "{ranked:?}");
+        // The site's own traffic rose: what it calls may be slow because of it.
+        let mut loaded = anomalies.clone();
+        loaded.push(of("site", "requests", Class::Traffic, 50.0, 0));
+        let ranked = graph(&[("site", "search")]).rank(&loaded);
+        assert_eq!(ranked[0].instance, "site", "{ranked:?}");
     }
 
     /// A host's own CPU and memory anomalies are a container's when one on the host (or on no
