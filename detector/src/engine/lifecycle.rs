@@ -26,6 +26,11 @@ pub(super) const LONE_LATENCY_MS: i64 = 60_000;
 /// by half a gigabyte, a pod's 90th percentile up twentyfold, whatever the ranking's sum.
 pub(super) const STRONG_SCORE: f64 = 20.0;
 
+/// A resource's deviation anomalous in every round for at least this span (ms) is as strong
+/// as one of [`STRONG_SCORE`]: a CPU stress on a noisy pod (Sock Shop's front-end, 0.25 to
+/// 1–1.5 cores against a spread of 0.2) scores 6–9 for the five minutes it lasts.
+pub(super) const SUSTAINED_MS: i64 = 180_000;
+
 /// Weaker evidence lasts `weak_rounds`, but no longer than the rounds that cover this span (ms).
 pub(super) const WEAK_EVIDENCE_MS: i64 = 180_000;
 
@@ -252,10 +257,11 @@ impl Detector {
     /// Paging apart from ranking: whether `instance` shows one strong deviation of its own (or
     /// its callers towards it, [`STRONG_SCORE`]): something is wrong there, whatever the
     /// ranking's sum of its evidence; it opens an incident once the instance has led with it
-    /// for `confirm_rounds`. (A resource saturated for three minutes at 5–10 scales, which
-    /// would have named two more of Sock Shop's front-end CPU stresses, opened seven more
-    /// false verdicts on TrainTicket's busy Java pods, and was left out.) Traffic (load, a consequence),
-    /// restarts and the calls it makes (`outbound`) do not count.
+    /// for `confirm_rounds`. A resource's anomaly that has lasted [`SUSTAINED_MS`] in every
+    /// round is strong too, whatever its score (Sock Shop: 47 -> 50 of 94 faults named, quiet
+    /// gaps still all clean; TrainTicket: 11 -> 13 false verdicts, CPU saturations of busy
+    /// Java pods, some after the last labelled fault). Traffic (load, a consequence), restarts
+    /// and the calls it makes (`outbound`) do not count.
     pub(super) fn strong(&self, anomalies: &[Anomaly], instance: &str) -> bool {
         // An instance waiting on a callee (its calls out slowed with its own latency, nothing
         // else wrong with it) is slow because of whom it calls: its latency pages nobody.
@@ -266,7 +272,8 @@ impl Detector {
             }
             ((a.instance == instance && a.peer.is_none() && !a.outbound) || a.peer.as_deref() == Some(instance))
                 && !matches!(a.class, Class::Traffic | Class::Restart)
-                && a.score >= STRONG_SCORE
+                && (a.score >= STRONG_SCORE
+                    || (a.resource.is_some() && i64::from(a.rounds) * self.interval_ms >= SUSTAINED_MS))
         })
     }
 
@@ -528,7 +535,7 @@ mod tests {
         metric: &str,
         labels: &[(&str, &str)],
         rounds: i64,
-        value: impl Fn(i64) -> f64,
+        mut value: impl FnMut(i64) -> f64,
     ) -> Vec<Assessment> {
         let rules = crate::rules::parse(crate::rules::SHIPPED).unwrap();
         let mut detector = Detector::new(rules, Vec::new(), 60_000, Settings::default());
@@ -577,6 +584,64 @@ mod tests {
         );
         assert!((evidence.deviation - (1.168e9 - 6.49e8)).abs() < 1e4, "{evidence:?}");
         assert!(evidence.score >= STRONG_SCORE, "{evidence:?}");
+    }
+
+    /// Issue 38: a resource anomalous in every round for three minutes opens an incident at its
+    /// instance, however noisy the series: a pod's CPU moving between 0.05 and 0.45 cores
+    /// (scale 0.3 cores) stressed to 2 cores scores about 6 a round; its third anomalous round
+    /// at a one-minute interval makes it strong, and like any strong evidence it opens
+    /// `cpu_saturation` once it has led so for `confirm_rounds` (two): in the fourth. Two
+    /// minutes of it open nothing. (On 39f20eb one series at 6 scales weighed 1.2 of the 4 needed, and
+    /// five minutes of it opened nothing: Sock Shop's front-end CPU stresses.)
+    #[test]
+    fn a_resource_anomalous_for_three_minutes_opens_an_incident() {
+        let pod = info("front-end-d75fdb4bc-8vl6n", "dc-1", "vm2", "front-end");
+        let labels = [("pod", "front-end-d75fdb4bc-8vl6n"), ("container", "")];
+        let run = |stressed: i64| {
+            let mut total = 0.0;
+            one_series(
+                &pod,
+                "container_cpu_usage_seconds_total",
+                &labels,
+                30 + stressed + 2,
+                |round| {
+                    let cores = if (30..30 + stressed).contains(&round) {
+                        2.0
+                    } else {
+                        [0.05, 0.25, 0.45][usize::try_from(round % 3).unwrap()]
+                    };
+                    total += cores * 60.0;
+                    total
+                },
+            )
+        };
+        let opened = |assessments: &[Assessment]| -> Vec<(usize, String, Vec<String>)> {
+            assessments
+                .iter()
+                .enumerate()
+                .flat_map(|(round, assessment)| {
+                    assessment
+                        .opened_incidents()
+                        .map(move |verdict| (round, verdict.kind.clone(), verdict.instances.clone()))
+                })
+                .collect()
+        };
+        let five = run(5);
+        let anomaly = five[30]
+            .anomalies
+            .iter()
+            .find(|a| a.metric == "container_cpu_usage_seconds_total")
+            .expect("two cores against 0.25 is an anomaly");
+        assert!(anomaly.score > 5.0 && anomaly.score < STRONG_SCORE, "{anomaly:?}");
+        assert_eq!(
+            opened(&five),
+            [(
+                33,
+                "cpu_saturation".to_string(),
+                vec!["front-end-d75fdb4bc-8vl6n".to_string()]
+            )]
+        );
+        assert_eq!(opened(&run(2)), []);
     }
 
     /// Issue 38, cause 3: a host's available memory falling by 31 % is far outside a quiet
