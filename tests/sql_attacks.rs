@@ -11,8 +11,9 @@
 //! on each statement and the statements it let through against chDB 26.7.3 with 1f55c1b's
 //! engine settings, `readonly = 1` and the default all-granting user): the scalar
 //! `file('/proc/self/environ')`, `file('/etc/hostname')` and `file(<password_file>)`
-//! answered the files; `SELECT 1 #!` / `$$` heredocs hid `KILL QUERY` and `SYSTEM STOP
-//! MERGES` behind a first statement, and both ran; `system.processes`, `system.settings`,
+//! answered the files; `SELECT 1 #!\nSYSTEM STOP MERGES`, ``SELECT 1 #'`` and
+//! ``SELECT $$'$$`` hid `KILL QUERY` and `SYSTEM STOP MERGES` from the old lexical guard
+//! (a `'` it took for a string), and both ran; `system.processes`, `system.server_settings`,
 //! `system.stack_trace`, `SHOW PROCESSLIST` answered; `database=system` answered
 //! `processes`; any `Host` header was answered; `?readonly=0` and `?max_execution_time=0`
 //! were accepted (ignored); a 10^12-row TSV answer reached 12.98 GB of RSS and four slow
@@ -141,13 +142,14 @@ fn every_attack_on_the_live_endpoint_is_refused_and_questions_are_answered() {
             "164",
         ),
         ("SELECT * FROM system.users".into(), "164"),
-        ("SELECT * FROM system.settings".into(), "164"),
+        ("SELECT * FROM system.server_settings".into(), "164"),
         ("SELECT * FROM system.processes".into(), "164"),
         ("SELECT * FROM `system`.`stack_trace`".into(), "164"),
         ("SHOW PROCESSLIST".into(), "164"),
         ("SELECT 1 #!\nKILL QUERY WHERE 1".into(), "62"),
-        ("SELECT 1 # x\n; SYSTEM STOP MERGES".into(), "62"),
-        ("SELECT $$x$$; SYSTEM STOP MERGES".into(), "62"),
+        ("SELECT 1 #!\nSYSTEM STOP MERGES".into(), "62"),
+        ("SELECT 1 #'\n; SYSTEM STOP MERGES -- '".into(), "62"),
+        ("SELECT $$'$$; KILL QUERY WHERE 1 -- '".into(), "62"),
         ("SELECT 1 -- x\n; KILL QUERY WHERE 1".into(), "62"),
         ("SELECT 1 /* ; */ ; SYSTEM STOP FETCHES".into(), "62"),
         ("SELECT '\\\\'; KILL QUERY WHERE 1".into(), "62"),

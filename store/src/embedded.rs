@@ -216,3 +216,20 @@ impl EmbeddedStore {
             .map(|_| ())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limit_figures_are_the_limits_set() {
+        let (seconds, memory, result) = QUERY_LIMIT_FIGURES;
+        for expected in [
+            format!("SET max_execution_time = {seconds}"),
+            format!("SET max_memory_usage = {memory}"),
+            format!("SET max_result_bytes = {result}"),
+        ] {
+            assert!(QUERY_LIMITS.contains(&expected.as_str()), "{expected}");
+        }
+    }
+}

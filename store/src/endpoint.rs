@@ -128,3 +128,21 @@ pub fn advertised(data_path: &Path) -> Option<String> {
 fn endpoint_file(data_path: &Path) -> PathBuf {
     data_path.join(ENDPOINT_FILE)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn beyond_loopback_without_passwords_the_endpoint_does_not_start() {
+        let config = HttpConfig {
+            listen_address: Some("0.0.0.0:0".to_string()),
+            users: Vec::new(),
+        };
+        let (_stop, shutdown) = tokio::sync::watch::channel(false);
+        let data = std::env::temp_dir().join(format!("epicenter-endpoint-refused-{}", std::process::id()));
+        let refused = serve(&data, "epicenter", &config, shutdown).await.unwrap_err();
+        assert!(refused.starts_with("storage.http.users: listening on 0.0.0.0:0"), "{refused}");
+        assert!(!data.exists(), "the store was opened");
+    }
+}

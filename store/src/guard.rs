@@ -10,16 +10,18 @@
 //!
 //! The tokenizer follows ClickHouse's lexer (`src/Parsers/Lexer.cpp`): string literals
 //! `'…'` with `\` escapes and `''`, quoted identifiers `"…"` and `` `…` `` with the same
-//! escapes, `--` comments to the end of the line, `/* … */` comments (nested, as ClickHouse
-//! nests them). Where it could disagree with the engine it refuses instead: `#` and `#!`
+//! escapes, `--` comments to the end of the line, `/* … */` comments. Where it could
+//! disagree with the engine it refuses instead: a `/*` inside a comment (nesting), `#` and `#!`
 //! comments and `$$` / `$tag$` heredocs outside literals, a NUL byte, an unterminated
 //! literal or comment.
 
-/// System tables a reader may name (`system.<name>`): the constant ones, and the
-/// catalogue that Grafana's ClickHouse data source and the docs' questions read (tables,
-/// columns, databases, parts, functions). Not `processes` (other readers' questions and the
-/// writer's inserts), `settings`, `server_settings`, `users`, `grants`, `stack_trace`,
-/// `disks`, `build_options` and the rest.
+/// System tables a reader may name (`system.<name>`): the constant ones, the catalogue that
+/// Grafana's ClickHouse data source and the docs' questions read (tables, columns,
+/// databases, parts, functions), and `settings`, which the official Python client reads when
+/// it connects (it holds the session's settings; epicenter's passwords live in epicenter,
+/// never in the engine). Not `processes` (other readers' questions and the writer's
+/// inserts), `server_settings`, `users`, `grants`, `stack_trace`, `disks`, `build_options`
+/// and the rest.
 pub const SYSTEM_TABLES: &[&str] = &[
     "one",
     "numbers",
@@ -37,6 +39,7 @@ pub const SYSTEM_TABLES: &[&str] = &[
     "formats",
     "time_zones",
     "aggregate_function_combinators",
+    "settings",
 ];
 
 /// Statements a reader may send, by their first word: questions only.
@@ -77,6 +80,7 @@ pub const REFUSED_FUNCTIONS: &[&str] = &[
     "redis",
     "mongodb",
     "merge",
+    "loop",
     "hive",
     "ytsaurus",
     "arrowflight",
@@ -230,6 +234,10 @@ fn tokens(sql: &str) -> Result<Vec<Token>, String> {
                         return Err("an unterminated /* comment".to_string());
                     }
                     if bytes[index] == b'/' && bytes[index + 1] == b'*' {
+                        // Whether a lexer nests comments is where it could disagree.
+                        if depth > 0 {
+                            return Err("a /* comment inside a /* comment".to_string());
+                        }
                         depth += 1;
                         index += 2;
                     } else if bytes[index] == b'*' && bytes[index + 1] == b'/' {
@@ -337,7 +345,7 @@ mod tests {
             "SELECT * FROM merge('system', '.*')",
             "SELECT * FROM system.users",
             "SELECT * FROM system.processes",
-            "SELECT * FROM `system`.`settings`",
+            "SELECT * FROM `system`.`server_settings`",
             "SELECT * FROM system . stack_trace",
             "SHOW PROCESSLIST",
             "SHOW GRANTS",

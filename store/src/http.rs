@@ -72,6 +72,7 @@ impl HostCheck {
                 .collect();
             hosts.extend(bare);
         }
+        hosts.sort();
         hosts.dedup();
         HostCheck::Only(hosts)
     }
