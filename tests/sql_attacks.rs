@@ -108,13 +108,21 @@ fn every_attack_on_the_live_endpoint_is_refused_and_questions_are_answered() {
     );
     let mut guard = Guard::default();
     start_epicenter_with(&dir, &api, &[("EPICENTER_TEST_CANARY", CANARY)], &config, &mut guard);
-    assert!(wait_port(port, Duration::from_secs(30)), "no SQL endpoint: {}", epicenter_log(&dir));
+    assert!(
+        wait_port(port, Duration::from_secs(30)),
+        "no SQL endpoint: {}",
+        epicenter_log(&dir)
+    );
     let pid = guard.0[0].id();
     let ask = |body: &str| request(port, &host, "/", body);
     let scraped = "SELECT count() > 0 FROM scrapes WHERE job = 'self'";
     let started = Instant::now();
     while ask(scraped).2 != "1\n" {
-        assert!(started.elapsed() < Duration::from_secs(60), "no scrape stored: {}", epicenter_log(&dir));
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no scrape stored: {}",
+            epicenter_log(&dir)
+        );
         std::thread::sleep(Duration::from_millis(300));
     }
     let password_path = password_file.display().to_string();
@@ -164,7 +172,10 @@ fn every_attack_on_the_live_endpoint_is_refused_and_questions_are_answered() {
         let (status, code, body) = ask(attack);
         assert_eq!((status, code.as_str()), (500, *expected), "{attack}: {body}");
         assert!(body.contains("DB::Exception"), "{attack}: {body}");
-        assert!(!body.contains(CANARY) && !body.contains(FILE_PASSWORD), "{attack} leaked: {body}");
+        assert!(
+            !body.contains(CANARY) && !body.contains(FILE_PASSWORD),
+            "{attack} leaked: {body}"
+        );
     }
     assert!(!dir.join("x").exists(), "INTO OUTFILE wrote a file");
     // Settings in the URL that would lift a limit or readonly; a database that would make
@@ -194,8 +205,14 @@ fn every_attack_on_the_live_endpoint_is_refused_and_questions_are_answered() {
         "1\n"
     );
     let question = encode("SELECT {x:UInt8} + 1");
-    assert_eq!(request(port, &host, &format!("/?query={question}&param_x=41&readonly=1"), "").2, "42\n");
-    assert_eq!(ask("SELECT 'file(''/etc/hostname'')', '#!', '$$'").2, "file('/etc/hostname')\t#!\t$$\n");
+    assert_eq!(
+        request(port, &host, &format!("/?query={question}&param_x=41&readonly=1"), "").2,
+        "42\n"
+    );
+    assert_eq!(
+        ask("SELECT 'file(''/etc/hostname'')', '#!', '$$'").2,
+        "file(\\'/etc/hostname\\')\t#!\t$$\n"
+    );
 
     // Memory and time: cut off by the limits, epicenter's RSS under 1 GiB above idle,
     // other readers refused after LIVE_SLOT_WAIT rather than kept waiting, scraping on.
@@ -226,7 +243,10 @@ fn every_attack_on_the_live_endpoint_is_refused_and_questions_are_answered() {
     std::thread::sleep(Duration::from_secs(2));
     let (_, waiting, body) = ask("SELECT 1");
     assert_eq!(waiting, "202", "a fifth reader behind four slow ones: {body}");
-    assert!(body.contains(&format!("within {} s", LIVE_SLOT_WAIT.as_secs())), "{body}");
+    assert!(
+        body.contains(&format!("within {} s", LIVE_SLOT_WAIT.as_secs())),
+        "{body}"
+    );
     for reader in slow_readers {
         let (_, code, body) = reader.join().unwrap();
         assert_eq!(code, "159", "an hour-long question: {body}");
@@ -235,14 +255,26 @@ fn every_attack_on_the_live_endpoint_is_refused_and_questions_are_answered() {
     sampler.join().unwrap();
     let peak = peak.load(std::sync::atomic::Ordering::Relaxed);
     eprintln!("epicenter RSS: idle {} MiB, peak {} MiB", idle >> 20, peak >> 20);
-    assert!(peak < idle + (1 << 30), "RSS rose from {} MiB to {} MiB", idle >> 20, peak >> 20);
-    assert_eq!(ask("SELECT 1").2, "1\n", "readers are answered once the slow ones are cut off");
+    assert!(
+        peak < idle + (1 << 30),
+        "RSS rose from {} MiB to {} MiB",
+        idle >> 20,
+        peak >> 20
+    );
+    assert_eq!(
+        ask("SELECT 1").2,
+        "1\n",
+        "readers are answered once the slow ones are cut off"
+    );
     let (scrapes_after, failed) = {
         let text = ask("SELECT count(), countIf(up = 0) FROM scrapes").2;
         let (count, failed) = text.trim().split_once('\t').unwrap();
         (count.parse::<u64>().unwrap(), failed.parse::<u64>().unwrap())
     };
-    assert!(scrapes_after > scrapes_before + 10, "scraping stalled: {scrapes_before} -> {scrapes_after}");
+    assert!(
+        scrapes_after > scrapes_before + 10,
+        "scraping stalled: {scrapes_before} -> {scrapes_after}"
+    );
     assert_eq!(failed, 0, "scrapes failed during the battery: {}", epicenter_log(&dir));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -99,16 +99,30 @@ mod tests {
 
     #[test]
     fn the_configuration_names_its_users_and_an_empty_scripts_folder() {
-        let config = config_xml(Path::new("/a&b/engine/users.xml"), Path::new("/a&b/engine/user_scripts"));
-        assert!(config.contains("<users_config>/a&amp;b/engine/users.xml</users_config>"), "{config}");
+        let config = config_xml(
+            Path::new("/a&b/engine/users.xml"),
+            Path::new("/a&b/engine/user_scripts"),
+        );
+        assert!(
+            config.contains("<users_config>/a&amp;b/engine/users.xml</users_config>"),
+            "{config}"
+        );
         assert!(config.contains("<user_scripts_path>/a&amp;b/engine/user_scripts/</user_scripts_path>"));
         let users = users_xml();
         assert!(users.contains(GRANTS));
-        for source in ["FILE", "URL", "REMOTE", "S3", "SOURCES", "KILL", "SYSTEM", "DICTIONARY", "dictGet", "ALL"] {
-            assert!(
-                !GRANTS.split([' ', ',']).any(|word| word == source),
-                "{source} granted"
-            );
+        for source in [
+            "FILE",
+            "URL",
+            "REMOTE",
+            "S3",
+            "SOURCES",
+            "KILL",
+            "SYSTEM",
+            "DICTIONARY",
+            "dictGet",
+            "ALL",
+        ] {
+            assert!(!GRANTS.split([' ', ',']).any(|word| word == source), "{source} granted");
         }
     }
 }

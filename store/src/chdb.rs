@@ -239,8 +239,12 @@ impl Chdb {
         let console_off = CString::new("--logger.console=0").map_err(|_| ChdbError::Connect("argument".into()))?;
         // What every connection may do (crate::access): read by the first connection of
         // the process, so every connection passes it.
-        let config = crate::access::prepare(data_path)
-            .map_err(|error| ChdbError::Connect(format!("{}: writing the engine's configuration: {error}", data_path.display())))?;
+        let config = crate::access::prepare(data_path).map_err(|error| {
+            ChdbError::Connect(format!(
+                "{}: writing the engine's configuration: {error}",
+                data_path.display()
+            ))
+        })?;
         let config_argument = CString::new(format!("--config-file={}", config.display()))
             .map_err(|_| ChdbError::Connect(format!("{}: path contains a NUL byte", data_path.display())))?;
         let mut argv = [

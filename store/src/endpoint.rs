@@ -89,9 +89,12 @@ pub async fn serve(
             ))
         }
     };
-    let bound = listener
-        .local_addr()
-        .map_err(|error| format!("storage.http.listen_address {}: cannot read the bound address: {error}", config.address()))?;
+    let bound = listener.local_addr().map_err(|error| {
+        format!(
+            "storage.http.listen_address {}: cannot read the bound address: {error}",
+            config.address()
+        )
+    })?;
     let url = format!("http://{bound}");
     let file = data_path.join(ENDPOINT_FILE);
     if let Err(error) = std::fs::write(&file, format!("{url}\n")) {
@@ -142,7 +145,10 @@ mod tests {
         let (_stop, shutdown) = tokio::sync::watch::channel(false);
         let data = std::env::temp_dir().join(format!("epicenter-endpoint-refused-{}", std::process::id()));
         let refused = serve(&data, "epicenter", &config, shutdown).await.unwrap_err();
-        assert!(refused.starts_with("storage.http.users: listening on 0.0.0.0:0"), "{refused}");
+        assert!(
+            refused.starts_with("storage.http.users: listening on 0.0.0.0:0"),
+            "{refused}"
+        );
         assert!(!data.exists(), "the store was opened");
     }
 }

@@ -106,7 +106,11 @@ pub fn read_only_refusal(sql: &str) -> Option<String> {
         Ok(tokens) => tokens,
         Err(why) => return Some(format!("Code: 62. DB::Exception: {why}. (SYNTAX_ERROR)")),
     };
-    let refuse = |what: String| Some(format!("Code: 164. DB::Exception: epicenter's read-only endpoint refuses {what}. (READONLY)"));
+    let refuse = |what: String| {
+        Some(format!(
+            "Code: 164. DB::Exception: epicenter's read-only endpoint refuses {what}. (READONLY)"
+        ))
+    };
     let end = tokens
         .iter()
         .position(|token| *token == Token::Symbol(';'))
@@ -147,7 +151,8 @@ pub fn read_only_refusal(sql: &str) -> Option<String> {
         }
         Some(_) => {
             return refuse(
-                "this statement: it answers questions only (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN, EXISTS, USE)".to_string(),
+                "this statement: it answers questions only (SELECT, WITH, SHOW, DESCRIBE, EXPLAIN, EXISTS, USE)"
+                    .to_string(),
             )
         }
     }

@@ -205,7 +205,10 @@ pub fn url_setting_refusal(name: &str, value: &str) -> Option<String> {
         _ => None,
     };
     let lifts = match (lowered.as_str(), limit) {
-        (_, Some(limit)) => value.trim().parse::<u64>().map_or(true, |asked| asked == 0 || asked > limit),
+        (_, Some(limit)) => value
+            .trim()
+            .parse::<u64>()
+            .map_or(true, |asked| asked == 0 || asked > limit),
         ("readonly", None) => !matches!(value.trim(), "1" | "2"),
         ("profile", None) => true,
         (other, None) if other.starts_with("allow_") => value.trim() != "0",
@@ -421,7 +424,11 @@ async fn handle(
             return failure("Code: 81. DB::Exception: the database parameter must be a database name: letters, digits and '_'. (UNKNOWN_DATABASE)");
         }
         // Unqualified names would read any system table past the guard's list.
-        if read_only && ["system", "information_schema"].iter().any(|name| database.eq_ignore_ascii_case(name)) {
+        if read_only
+            && ["system", "information_schema"]
+                .iter()
+                .any(|name| database.eq_ignore_ascii_case(name))
+        {
             return failure("Code: 164. DB::Exception: epicenter's read-only endpoint refuses database=system: name system tables as system.<table> (docs/investigation.md, The live endpoint). (READONLY)");
         }
     }
@@ -552,7 +559,13 @@ mod tests {
         for host in ["127.0.0.1:9465", "localhost:9465", "LOCALHOST:9465", "[::1]:9465"] {
             assert!(hosts.allows(Some(host)), "{host}");
         }
-        for host in [None, Some("evil.example:9465"), Some("127.0.0.1"), Some("127.0.0.1:80"), Some("localhost")] {
+        for host in [
+            None,
+            Some("evil.example:9465"),
+            Some("127.0.0.1"),
+            Some("127.0.0.1:80"),
+            Some("localhost"),
+        ] {
             assert!(!hosts.allows(host), "{host:?}");
         }
         let on_80 = HostCheck::for_address("127.0.0.1:80".parse().unwrap());

@@ -25,10 +25,17 @@ fn the_engine_refuses_sources_and_limits_and_the_guard_covers_what_it_leaves_ope
     writer.migrate(Duration::from_secs(86_400)).unwrap();
     // The writer keeps what it needs: DDL, inserts, merges.
     writer
-        .query("CREATE TABLE IF NOT EXISTS epicenter.notes (text String) ENGINE = Memory", "TabSeparated")
+        .query(
+            "CREATE TABLE IF NOT EXISTS epicenter.notes (text String) ENGINE = Memory",
+            "TabSeparated",
+        )
         .unwrap();
-    writer.query("INSERT INTO epicenter.notes VALUES ('kept')", "TabSeparated").unwrap();
-    writer.query("OPTIMIZE TABLE epicenter.scrapes", "TabSeparated").unwrap();
+    writer
+        .query("INSERT INTO epicenter.notes VALUES ('kept')", "TabSeparated")
+        .unwrap();
+    writer
+        .query("OPTIMIZE TABLE epicenter.scrapes", "TabSeparated")
+        .unwrap();
     let reader = EmbeddedStore::open_read_only(&dir, "epicenter").unwrap();
     let error = |store: &EmbeddedStore, sql: &str| store.query(sql, "TabSeparated").unwrap_err().to_string();
 
@@ -78,7 +85,10 @@ fn the_engine_refuses_sources_and_limits_and_the_guard_covers_what_it_leaves_ope
     );
     let refused = error(&reader, "SELECT groupArray(number) FROM numbers(1000000000)");
     assert!(refused.contains("(MEMORY_LIMIT_EXCEEDED)"), "{refused}");
-    assert_eq!(reader.query("SELECT text FROM notes", "TabSeparated").unwrap(), b"kept\n");
+    assert_eq!(
+        reader.query("SELECT text FROM notes", "TabSeparated").unwrap(),
+        b"kept\n"
+    );
 
     // What the engine lets through in local mode (chDB 26.7.3), so the guard refuses it.
     let hostname = std::fs::read_to_string("/etc/hostname").unwrap_or_default();
@@ -93,7 +103,10 @@ fn the_engine_refuses_sources_and_limits_and_the_guard_covers_what_it_leaves_ope
         "SELECT count() FROM system.processes",
         "SELECT count() FROM system.stack_trace",
     ] {
-        assert!(reader.query(sql, "TabSeparated").is_ok(), "chDB now refuses {sql}: update the docs");
+        assert!(
+            reader.query(sql, "TabSeparated").is_ok(),
+            "chDB now refuses {sql}: update the docs"
+        );
         let refusal = read_only_refusal(sql).unwrap_or_else(|| panic!("the guard lets {sql} through"));
         assert!(refusal.contains("(READONLY)"), "{refusal}");
     }
