@@ -270,7 +270,7 @@ fn the_live_store_answers_over_http_refuses_every_attack_and_sql_uses_it() {
             "SELECT getSetting('max_memory_usage'), getSetting('max_result_bytes')"
         )
         .2,
-        "2147483648\t536870912\n"
+        "201326592\t33554432\n"
     );
     let (_, code, _) = request(sql_port, "/", &as_grafana(), "SET max_memory_usage = 0");
     assert_eq!(code, "164");

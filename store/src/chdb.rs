@@ -237,10 +237,21 @@ impl Chdb {
         // materialized view: its view chain's thread status is destroyed while another is
         // current, which it only reports). Errors reach epicenter through each result instead.
         let console_off = CString::new("--logger.console=0").map_err(|_| ChdbError::Connect("argument".into()))?;
+        // What every connection may do (crate::access): read by the first connection of
+        // the process, so every connection passes it.
+        let config = crate::access::prepare(data_path).map_err(|error| {
+            ChdbError::Connect(format!(
+                "{}: writing the engine's configuration: {error}",
+                data_path.display()
+            ))
+        })?;
+        let config_argument = CString::new(format!("--config-file={}", config.display()))
+            .map_err(|_| ChdbError::Connect(format!("{}: path contains a NUL byte", data_path.display())))?;
         let mut argv = [
             program.as_ptr().cast_mut(),
             path_argument.as_ptr().cast_mut(),
             console_off.as_ptr().cast_mut(),
+            config_argument.as_ptr().cast_mut(),
         ];
         // SAFETY: argv holds valid C strings that outlive the call; signal handlers stay
         // with the host process (tokio handles Ctrl-C).

@@ -16,15 +16,25 @@ use crate::rows::{self, SampleRow, ScrapeReport};
 use crate::schema::{self, Table};
 
 /// Settings of a read-only connection ([`EmbeddedStore::open_read_only`]), set before it
-/// is made read-only so no query can lift them: one question may not run the collector's
-/// machine out of memory or time while the incident is on. Past a limit the query fails
-/// with ClickHouse's own error (`TIMEOUT_EXCEEDED`, `MEMORY_LIMIT_EXCEEDED`,
-/// `TOO_MANY_ROWS_OR_BYTES`).
-pub const QUERY_LIMITS: [&str; 3] = [
-    "SET max_execution_time = 60",
-    "SET max_memory_usage = 2147483648",
-    "SET max_result_bytes = 536870912",
+/// is made read-only so no query can lift them (`readonly = 1` refuses `SET` and a
+/// query's `SETTINGS` with `Code: 164 … (READONLY)`): one question may not run the
+/// collector's machine out of memory or time while the incident is on. Past a limit the
+/// query fails with ClickHouse's own error (`TIMEOUT_EXCEEDED`, `MEMORY_LIMIT_EXCEEDED`,
+/// `TOO_MANY_ROWS_OR_BYTES`). 30 s of execution; 192 MiB of memory a query (with
+/// [`crate::http::LIVE_QUERIES`] of them, 768 MiB at most); 32 MiB of result (the result
+/// is held whole, by the engine then by the HTTP answer); two threads (the machine's
+/// scraping and writing keep the rest).
+pub const QUERY_LIMITS: [&str; 5] = [
+    "SET max_execution_time = 30",
+    "SET max_memory_usage = 201326592",
+    "SET max_result_bytes = 33554432",
+    "SET result_overflow_mode = 'throw'",
+    "SET max_threads = 2",
 ];
+
+/// [`QUERY_LIMITS`]' figures, for docs and tests: seconds of execution, bytes of memory,
+/// bytes of result.
+pub const QUERY_LIMIT_FIGURES: (u64, u64, u64) = (30, 201_326_592, 33_554_432);
 
 /// Settings a reader gets before it is made read-only: ClickHouse's time-series aggregate
 /// functions (`timeSeriesRateToGrid`, `timeSeriesIncreaseToGrid`, `timeSeriesDeltaToGrid`,
@@ -52,8 +62,9 @@ impl EmbeddedStore {
 
     /// Opens a connection to the store at `data_path` for a reader that must not write:
     /// `database` current, [`QUERY_LIMITS`] set, then the engine's `readonly = 1` (so no
-    /// query can lift the limits). What `readonly` leaves open in the embedded engine is
-    /// refused by [`crate::guard::read_only_refusal`] before a query gets here.
+    /// query can lift the limits). What `readonly` and the engine's grants
+    /// ([`crate::access`]) leave open in the embedded engine is refused by
+    /// [`crate::guard::read_only_refusal`] before a query gets here.
     pub fn open_read_only(data_path: &Path, database: &str) -> Result<EmbeddedStore, ChdbError> {
         let reader = EmbeddedStore::open(data_path, database)?;
         reader.use_database()?;
@@ -203,5 +214,22 @@ impl EmbeddedStore {
         let statement = format!("USE {}", self.database);
         self.with_chdb(|chdb| chdb.query(&statement, "TabSeparated"))
             .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limit_figures_are_the_limits_set() {
+        let (seconds, memory, result) = QUERY_LIMIT_FIGURES;
+        for expected in [
+            format!("SET max_execution_time = {seconds}"),
+            format!("SET max_memory_usage = {memory}"),
+            format!("SET max_result_bytes = {result}"),
+        ] {
+            assert!(QUERY_LIMITS.contains(&expected.as_str()), "{expected}");
+        }
     }
 }

@@ -8,7 +8,10 @@
 //! Shape: each request gets a connection of its own to the same data path (chDB lets one
 //! process open several), made read-only with the engine's own `readonly = 1` and its
 //! limits before it answers anything ([`EmbeddedStore::open_read_only`]), at most
-//! [`crate::http::LIVE_QUERIES`] at once; users and passwords from `storage.http.users`. The URL is written to [`ENDPOINT_FILE`] inside
+//! [`crate::http::LIVE_QUERIES`] at once; users and passwords from `storage.http.users`
+//! (required beyond loopback: [`serve`] refuses to start without them); only requests whose
+//! `Host` names the listen address or loopback ([`crate::http::HostCheck`]). Who can read
+//! what: docs/investigation.md, "The live endpoint". The URL is written to [`ENDPOINT_FILE`] inside
 //! the store's directory while it is served (and removed when it stops), so `epicenter sql
 //! --data DIR` finds a running epicenter's endpoint without being told the port.
 
@@ -48,6 +51,15 @@ pub async fn serve(
         return Ok(None);
     }
     let users = config.credentials()?;
+    // Beyond loopback, a password for everyone (the configuration check says so too; this
+    // holds for callers that skip it).
+    if let Ok(address) = config.address().parse::<std::net::SocketAddr>() {
+        if !address.ip().is_loopback() && users.iter().any(|(_, password)| password.is_none()) {
+            return Err(format!(
+                "storage.http.users: listening on {address}, beyond loopback, needs users with passwords (the user 'default' without a password is allowed on 127.0.0.1 only); or set storage.http.listen_address to '' to turn the endpoint off"
+            ));
+        }
+    }
     // Each request gets a connection of its own (crate::http::live_router); one now says
     // at start-up, rather than at the first question, if the engine refuses.
     drop(
@@ -77,16 +89,24 @@ pub async fn serve(
             ))
         }
     };
-    let url = match listener.local_addr() {
-        Ok(address) => format!("http://{address}"),
-        Err(_) => format!("http://{}", config.address()),
-    };
+    let bound = listener.local_addr().map_err(|error| {
+        format!(
+            "storage.http.listen_address {}: cannot read the bound address: {error}",
+            config.address()
+        )
+    })?;
+    let url = format!("http://{bound}");
     let file = data_path.join(ENDPOINT_FILE);
     if let Err(error) = std::fs::write(&file, format!("{url}\n")) {
         // `sql --data` will not find the endpoint on its own; `--config` still names it.
         tracing::warn!(file = %file.display(), %error, "cannot write the live endpoint's address");
     }
-    let router = crate::http::live_router(data_path.to_path_buf(), database.to_string(), users);
+    let router = crate::http::live_router(
+        data_path.to_path_buf(),
+        database.to_string(),
+        users,
+        crate::http::HostCheck::for_address(bound),
+    );
     let task = tokio::spawn(async move {
         let stopped = async move {
             let _ = shutdown.changed().await;
@@ -110,4 +130,25 @@ pub fn advertised(data_path: &Path) -> Option<String> {
 
 fn endpoint_file(data_path: &Path) -> PathBuf {
     data_path.join(ENDPOINT_FILE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn beyond_loopback_without_passwords_the_endpoint_does_not_start() {
+        let config = HttpConfig {
+            listen_address: Some("0.0.0.0:0".to_string()),
+            users: Vec::new(),
+        };
+        let (_stop, shutdown) = tokio::sync::watch::channel(false);
+        let data = std::env::temp_dir().join(format!("epicenter-endpoint-refused-{}", std::process::id()));
+        let refused = serve(&data, "epicenter", &config, shutdown).await.unwrap_err();
+        assert!(
+            refused.starts_with("storage.http.users: listening on 0.0.0.0:0"),
+            "{refused}"
+        );
+        assert!(!data.exists(), "the store was opened");
+    }
 }

@@ -34,6 +34,60 @@ pub const LIVE_QUERIES: usize = 4;
 /// Largest request body of the live endpoint: a query, not data (inserts are refused).
 pub const LIVE_MAX_BODY_BYTES: usize = 16 << 20;
 
+/// Longest a question waits for one of [`LIVE_QUERIES`] before it is refused with
+/// `Code: 202 … (TOO_MANY_SIMULTANEOUS_QUERIES)`: a reader is never kept waiting behind
+/// slow questions past this, on top of its own query's limits.
+pub const LIVE_SLOT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Which `Host` headers the live endpoint answers (against DNS rebinding: a web page in an
+/// on-call engineer's browser whose name resolves to 127.0.0.1 sends its own name).
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostCheck {
+    /// Only these `host:port` values, lowercase (the listen address, and `localhost`,
+    /// `127.0.0.1`, `[::1]` with its port; without the port as well when it is 80).
+    Only(Vec<String>),
+    /// Any host: the endpoint listens on every interface (`0.0.0.0`, `[::]`), where
+    /// clients name it as they reach it and a password is required
+    /// (`storage.http.users`).
+    Any,
+}
+
+impl HostCheck {
+    /// The hosts that name `address`, the address the endpoint is bound to.
+    pub fn for_address(address: std::net::SocketAddr) -> HostCheck {
+        if address.ip().is_unspecified() {
+            return HostCheck::Any;
+        }
+        let port = address.port();
+        let mut hosts = vec![
+            address.to_string().to_ascii_lowercase(),
+            format!("localhost:{port}"),
+            format!("127.0.0.1:{port}"),
+            format!("[::1]:{port}"),
+        ];
+        if port == 80 {
+            let bare: Vec<String> = hosts
+                .iter()
+                .filter_map(|host| host.rsplit_once(':').map(|(name, _)| name.to_string()))
+                .collect();
+            hosts.extend(bare);
+        }
+        hosts.sort();
+        hosts.dedup();
+        HostCheck::Only(hosts)
+    }
+
+    /// Whether a request with this `Host` header (None: none sent) is answered.
+    fn allows(&self, host: Option<&str>) -> bool {
+        match self {
+            HostCheck::Any => true,
+            HostCheck::Only(hosts) => {
+                host.is_some_and(|host| hosts.iter().any(|allowed| allowed.eq_ignore_ascii_case(host.trim())))
+            }
+        }
+    }
+}
+
 /// Where a request's statement runs.
 enum Engine {
     /// One shared connection (the test interface, which also takes inserts).
@@ -55,6 +109,8 @@ struct Access {
     /// Users and passwords (`None`: no password); `None` for the test interface, which
     /// asks no one.
     users: Option<Vec<(String, Option<Secret>)>>,
+    /// Which `Host` headers are answered.
+    hosts: HostCheck,
 }
 
 /// Router answering ClickHouse HTTP requests on `/` from `store`, without authentication
@@ -68,6 +124,7 @@ pub fn router(store: Arc<EmbeddedStore>) -> Router {
         .with_state(Arc::new(Access {
             engine: Engine::Shared(store),
             users: None,
+            hosts: HostCheck::Any,
         }))
 }
 
@@ -79,8 +136,16 @@ pub fn router(store: Arc<EmbeddedStore>) -> Router {
 /// its own ([`EmbeddedStore::open_read_only`]: the engine's `readonly = 1` refuses writes,
 /// DDL, settings and table functions such as `file`, `url`, `remote`), after
 /// [`crate::guard::read_only_refusal`] (inserts, `INTO OUTFILE`, `KILL`, `SYSTEM`,
-/// multi-statements: code 164 or 62); bodies up to [`LIVE_MAX_BODY_BYTES`].
-pub fn live_router(data_path: std::path::PathBuf, database: String, users: Vec<(String, Option<Secret>)>) -> Router {
+/// multi-statements: code 164 or 62); bodies up to [`LIVE_MAX_BODY_BYTES`]. A request whose
+/// `Host` header `hosts` does not allow gets HTTP 403 before anything else (`/ping`
+/// included); URL parameters that would lift a limit or `readonly` are refused
+/// ([`url_setting_refusal`]); a question waits at most [`LIVE_SLOT_WAIT`] for its turn.
+pub fn live_router(
+    data_path: std::path::PathBuf,
+    database: String,
+    users: Vec<(String, Option<Secret>)>,
+    hosts: HostCheck,
+) -> Router {
     let access = Arc::new(Access {
         engine: Engine::PerRequest {
             data_path,
@@ -88,13 +153,73 @@ pub fn live_router(data_path: std::path::PathBuf, database: String, users: Vec<(
             slots: tokio::sync::Semaphore::new(LIVE_QUERIES),
         },
         users: Some(users),
+        hosts,
     });
     Router::new()
         .route("/", any(handle))
         .layer(axum::middleware::from_fn_with_state(access.clone(), authenticate))
         .route("/ping", any(|| async { "Ok.\n" }))
+        .layer(axum::middleware::from_fn_with_state(access.clone(), check_host))
         .layer(axum::extract::DefaultBodyLimit::max(LIVE_MAX_BODY_BYTES))
         .with_state(access)
+}
+
+/// Refuses a request whose `Host` header is not one [`Access::hosts`] allows, with HTTP 403
+/// and code 516 (the header's value is not echoed).
+async fn check_host(
+    State(access): State<Arc<Access>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let host = request
+        .headers()
+        .get(axum::http::header::HOST)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| request.uri().authority().map(|authority| authority.to_string()));
+    if access.hosts.allows(host.as_deref()) {
+        return next.run(request).await;
+    }
+    tracing::info!("live SQL endpoint: a request for another host was refused (DNS rebinding?)");
+    let mut response = failure(
+        "Code: 516. DB::Exception: epicenter's live endpoint answers requests addressed to its listen address, localhost or 127.0.0.1 only (the Host header names another host). (AUTHENTICATION_FAILED)",
+    );
+    *response.status_mut() = StatusCode::FORBIDDEN;
+    response
+}
+
+/// Why the URL parameter `name` = `value` may not come with a live question, or None: a
+/// setting that would lift one of [`crate::embedded::QUERY_LIMITS`] (`max_execution_time`,
+/// `max_memory_usage`, `max_result_bytes` of 0 or above the endpoint's, `max_threads` above
+/// 2), `readonly` other than 1 or 2, an `allow_*` other than 0, an `*_overflow_mode` other
+/// than `throw`, or a `profile`. Other settings are not applied (the endpoint passes none to
+/// the engine) and are accepted, as clients send their own defaults.
+pub fn url_setting_refusal(name: &str, value: &str) -> Option<String> {
+    let (seconds, memory, result) = crate::embedded::QUERY_LIMIT_FIGURES;
+    let lowered = name.to_ascii_lowercase();
+    let limit = match lowered.as_str() {
+        "max_execution_time" => Some(seconds),
+        "max_memory_usage" => Some(memory),
+        "max_result_bytes" => Some(result),
+        "max_threads" => Some(2),
+        _ => None,
+    };
+    let lifts = match (lowered.as_str(), limit) {
+        (_, Some(limit)) => value
+            .trim()
+            .parse::<u64>()
+            .map_or(true, |asked| asked == 0 || asked > limit),
+        ("readonly", None) => !matches!(value.trim(), "1" | "2"),
+        ("profile", None) => true,
+        (other, None) if other.starts_with("allow_") => value.trim() != "0",
+        (other, None) if other.ends_with("_overflow_mode") => !value.trim().eq_ignore_ascii_case("throw"),
+        _ => false,
+    };
+    lifts.then(|| {
+        format!(
+            "Code: 164. DB::Exception: epicenter's read-only endpoint refuses the setting {name} in the URL: its limits and readonly are fixed (docs/investigation.md, The live endpoint). (READONLY)"
+        )
+    })
 }
 
 /// Refuses a request whose credentials match no user, before its body is read (so a
@@ -298,6 +423,19 @@ async fn handle(
         if database.is_empty() || !database.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
             return failure("Code: 81. DB::Exception: the database parameter must be a database name: letters, digits and '_'. (UNKNOWN_DATABASE)");
         }
+        // Unqualified names would read any system table past the guard's list.
+        if read_only
+            && ["system", "information_schema"]
+                .iter()
+                .any(|name| database.eq_ignore_ascii_case(name))
+        {
+            return failure("Code: 164. DB::Exception: epicenter's read-only endpoint refuses database=system: name system tables as system.<table> (docs/investigation.md, The live endpoint). (READONLY)");
+        }
+    }
+    if read_only {
+        if let Some(refusal) = params.iter().find_map(|(name, value)| url_setting_refusal(name, value)) {
+            return failure(&refusal);
+        }
     }
     let bindings = match parameter_statements(&params) {
         Ok(bindings) => bindings,
@@ -323,8 +461,15 @@ async fn handle(
             if let Some(refusal) = crate::guard::read_only_refusal(&statement) {
                 return failure(&refusal);
             }
-            let Ok(_slot) = slots.acquire().await else {
-                return failure("Code: 1000. DB::Exception: the endpoint is shutting down.");
+            let _slot = match tokio::time::timeout(LIVE_SLOT_WAIT, slots.acquire()).await {
+                Ok(Ok(slot)) => slot,
+                Ok(Err(_)) => return failure("Code: 1000. DB::Exception: the endpoint is shutting down."),
+                Err(_) => {
+                    return failure(&format!(
+                        "Code: 202. DB::Exception: Too many simultaneous queries: {LIVE_QUERIES} questions are running and none ended within {} s; ask again. (TOO_MANY_SIMULTANEOUS_QUERIES)",
+                        LIVE_SLOT_WAIT.as_secs()
+                    ))
+                }
             };
             let (data_path, home) = (data_path.clone(), home.clone());
             answer(
@@ -406,6 +551,64 @@ mod tests {
             .unwrap_err()
             .contains("Code: 456"));
         assert!(parameter_statements(&params(&[("param_", "1")])).is_err());
+    }
+
+    #[test]
+    fn only_the_listen_address_and_loopback_names_are_answered() {
+        let hosts = HostCheck::for_address("127.0.0.1:9465".parse().unwrap());
+        for host in ["127.0.0.1:9465", "localhost:9465", "LOCALHOST:9465", "[::1]:9465"] {
+            assert!(hosts.allows(Some(host)), "{host}");
+        }
+        for host in [
+            None,
+            Some("evil.example:9465"),
+            Some("127.0.0.1"),
+            Some("127.0.0.1:80"),
+            Some("localhost"),
+        ] {
+            assert!(!hosts.allows(host), "{host:?}");
+        }
+        let on_80 = HostCheck::for_address("127.0.0.1:80".parse().unwrap());
+        assert!(on_80.allows(Some("localhost")));
+        assert!(!on_80.allows(Some("10.0.0.1:80")));
+        let lan = HostCheck::for_address("10.1.2.3:9465".parse().unwrap());
+        assert!(lan.allows(Some("10.1.2.3:9465")));
+        assert!(!lan.allows(Some("rebind.example:9465")));
+        assert_eq!(HostCheck::for_address("0.0.0.0:9465".parse().unwrap()), HostCheck::Any);
+    }
+
+    #[test]
+    fn url_settings_that_lift_a_limit_are_refused_and_others_pass() {
+        for (name, value) in [
+            ("readonly", "0"),
+            ("max_execution_time", "0"),
+            ("max_execution_time", "3600"),
+            ("max_memory_usage", "0"),
+            ("max_memory_usage", "20000000000"),
+            ("max_result_bytes", "x"),
+            ("max_threads", "64"),
+            ("allow_ddl", "1"),
+            ("allow_introspection_functions", "1"),
+            ("timeout_overflow_mode", "break"),
+            ("result_overflow_mode", "break"),
+            ("profile", "default"),
+        ] {
+            let refusal = url_setting_refusal(name, value).unwrap_or_else(|| panic!("{name}={value}"));
+            assert!(refusal.starts_with("Code: 164.") && refusal.contains(name), "{refusal}");
+        }
+        for (name, value) in [
+            ("readonly", "1"),
+            ("max_execution_time", "10"),
+            ("max_memory_usage", "1000000"),
+            ("allow_experimental_analyzer", "0"),
+            ("timeout_overflow_mode", "throw"),
+            ("default_format", "JSON"),
+            ("database", "epicenter"),
+            ("output_format_json_quote_64bit_integers", "1"),
+            ("param_job", "self"),
+        ] {
+            assert_eq!(url_setting_refusal(name, value), None, "{name}={value}");
+        }
     }
 
     #[test]

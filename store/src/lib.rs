@@ -15,8 +15,10 @@
 //! [`chdb`] (the workspace's one FFI module), [`clickhouse`] (the server sink, official
 //! `clickhouse` crate), [`backend`] ([`Store`], the handle the binary opens), [`http`] (the
 //! ClickHouse HTTP interface served over the embedded engine), [`endpoint`] (that interface,
-//! read-only and authenticated, over the store `run` writes).
+//! read-only and authenticated, over the store `run` writes), [`access`] (what the engine
+//! lets any connection do) and [`guard`] (what a reader's statement may hold: the second wall).
 
+pub mod access;
 pub mod backend;
 pub mod chdb;
 pub mod clickhouse;
