@@ -332,8 +332,8 @@ impl Detector {
         }
         // Per service, its instances' own trouble that may explain a caller's: (instance,
         // datacenter, [(class, onset, deviation)]).
-        let mut trouble: BTreeMap<&str, Vec<(&str, &str, Vec<(Class, i64, f64)>)>> = BTreeMap::new();
-        let mut of_instance: BTreeMap<&str, Vec<(Class, i64, f64)>> = BTreeMap::new();
+        let mut trouble: BTreeMap<&str, Vec<Troubled<'a, '_>>> = BTreeMap::new();
+        let mut of_instance: BTreeMap<&str, Vec<Trouble>> = BTreeMap::new();
         for a in anomalies.iter().filter(|a| a.peer.is_none() && !a.outbound) {
             if matches!(a.class, Class::Latency | Class::Errors | Class::Availability) {
                 of_instance
@@ -378,6 +378,13 @@ impl Detector {
         explained
     }
 }
+
+/// One trouble of an instance's own: its class, onset (ms) and deviation (in the family's
+/// unit: seconds, failures per second).
+type Trouble = (Class, i64, f64);
+
+/// An instance of a service with its own troubles: (instance, datacenter, troubles).
+type Troubled<'a, 'b> = (&'a str, &'b str, Vec<Trouble>);
 
 /// What an instance's own latency or errors counted in the ranking: their score, the earliest
 /// onset, each family's strength, and the largest deviation (in the family's unit: seconds,
