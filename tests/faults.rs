@@ -695,11 +695,15 @@ fn e2e_fault_1_server_refuses_connections_then_returns() {
     assert!(during.2 + 2 >= into && during.2 <= into + 5, "{during:?}");
     std::thread::sleep(Duration::from_secs(5));
     world.settle_and_check("fault 1 (refused)", Duration::from_secs(180));
-    // After recovery, nothing waits.
-    assert_eq!(own_metric(&world.api, "epicenter_spool_backlog_batches"), Some(0));
-    assert_eq!(
-        own_metric(&world.api, "epicenter_spool_oldest_batch_age_seconds"),
-        Some(0)
+    // After recovery nothing waits but the batch of the last second (the frozen targets are
+    // still scraped, one batch a second), if any.
+    let after = (
+        own_metric(&world.api, "epicenter_spool_backlog_batches").unwrap(),
+        own_metric(&world.api, "epicenter_spool_oldest_batch_age_seconds").unwrap(),
+    );
+    assert!(
+        after.0 <= 2 && after.1 <= 3,
+        "backlog after recovery {after:?} (batches, oldest s)"
     );
     world.check_outage_log(length);
 }
