@@ -10,7 +10,7 @@ use epicenter_collector::shard::Shard;
 use epicenter_config::parse_duration;
 
 use crate::config::EXIT_CONFIG;
-use crate::open::{open_store, runtime};
+use crate::open::runtime;
 
 /// Arguments of `epicenter run`.
 #[derive(Args, Debug)]
@@ -70,17 +70,29 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
     start(config, crate::serve::Input::Scrape(jobs), args.run_for)
 }
 
-/// Opens the store `config` names and serves `input` on the wall clock until `run_for` passes
+/// Opens the store `config` names (a server that does not answer yet is waited for:
+/// [`epicenter_store::Store::open_or_wait`]) and serves `input` on the wall clock until `run_for` passes
 /// or a signal comes (`run`, and `detect` with [`crate::serve::Input::Store`]).
 pub(crate) fn start(config: crate::config::Config, input: crate::serve::Input, run_for: Option<Duration>) -> ExitCode {
     let runtime = match runtime() {
         Ok(runtime) => runtime,
         Err(code) => return code,
     };
-    let store = match open_store(&config, &runtime) {
+    // A server that does not answer yet is waited for: scrapes go to the spool meanwhile.
+    let store = match epicenter_store::Store::open_or_wait(&config.storage, &runtime) {
         Ok(store) => store,
-        Err(code) => return code,
+        Err(error) => return crate::open::refused(error),
     };
+    if let Some(why) = store.waiting_for_store() {
+        let meanwhile = if config.storage.spool().is_some() {
+            "scraping into the spool meanwhile"
+        } else {
+            "storage.spool is off, so scrapes are lost until then"
+        };
+        eprintln!(
+            "epicenter: the store does not answer ({why}): its schema is created when it does; {meanwhile} (/readyz answers 503 until then)"
+        );
+    }
     runtime.block_on(crate::serve::serve(
         config,
         input,

@@ -13,6 +13,11 @@
 //!    lands but whose answer is lost (the case a deduplication token exists for).
 //! 4. `kill -9` of epicenter while an insert has landed but is not yet acknowledged, then a
 //!    restart on the same spool.
+//! 7. The server refuses connections when epicenter starts, for a minute.
+//!
+//! Fault 1 also checks that the outage shows: the spool's backlog on `/metrics` during it, and
+//! in the log a line when delivery starts failing, one a minute, one when it recovers, and
+//! the status line with the backlog during it and without after.
 //!
 //! `EPICENTER_FAULT_SECONDS=N` shortens the faults (2 and 5 minutes by default) when
 //! working on this file. Needs `libchdb.so` (`scripts/setup`); skipped without it except in CI.
@@ -88,6 +93,8 @@ fn sql(port: u16, statement: &str) -> String {
 struct Targets {
     ports: Vec<u16>,
     served: Arc<AtomicU64>,
+    /// Responses served, per target (in `ports`' order).
+    served_each: Arc<Vec<AtomicU64>>,
     /// Answer 503 (nothing served) from now on: the count is final.
     frozen: Arc<AtomicBool>,
 }
@@ -95,12 +102,13 @@ struct Targets {
 impl Targets {
     fn start() -> Targets {
         let served = Arc::new(AtomicU64::new(0));
+        let served_each: Arc<Vec<AtomicU64>> = Arc::new((0..TARGETS).map(|_| AtomicU64::new(0)).collect());
         let frozen = Arc::new(AtomicBool::new(false));
         let mut ports = Vec::new();
-        for _ in 0..TARGETS {
+        for target in 0..TARGETS {
             let listener = TcpListener::bind("127.0.0.1:0").unwrap();
             ports.push(listener.local_addr().unwrap().port());
-            let (served, frozen) = (served.clone(), frozen.clone());
+            let (served, served_each, frozen) = (served.clone(), served_each.clone(), frozen.clone());
             std::thread::spawn(move || {
                 let mut sequence = 0u64;
                 for stream in listener.incoming() {
@@ -131,11 +139,17 @@ impl Targets {
                     {
                         sequence += 1;
                         served.fetch_add(1, Ordering::SeqCst);
+                        served_each[target].fetch_add(1, Ordering::SeqCst);
                     }
                 }
             });
         }
-        Targets { ports, served, frozen }
+        Targets {
+            ports,
+            served,
+            served_each,
+            frozen,
+        }
     }
 }
 
@@ -396,6 +410,11 @@ impl World {
 
     /// [`World::start`] with the spool in `spool`.
     fn start_with_spool(name: &str, spool: &Path) -> Option<World> {
+        World::start_with(name, spool, Mode::Pass)
+    }
+
+    /// [`World::start_with_spool`] with the proxy in `mode` before epicenter starts.
+    fn start_with(name: &str, spool: &Path, mode: Mode) -> Option<World> {
         require(&[])?;
         let dir = std::env::temp_dir().join(format!("epicenter-fault-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -403,6 +422,14 @@ impl World {
         let mut guard = Guard::default();
         let (server, server_port) = start_server(&dir, &mut guard);
         let proxy = Proxy::start(server_port);
+        proxy.set(mode);
+        if mode == Mode::Refuse {
+            // The proxy's port closed before epicenter tries it.
+            let closed = Instant::now();
+            while TcpStream::connect(("127.0.0.1", proxy.port)).is_ok() && closed.elapsed() < Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         let targets = Targets::start();
         let api = format!("127.0.0.1:{}", free_port());
         let list: Vec<String> = targets.ports.iter().map(|port| format!("'127.0.0.1:{port}'")).collect();
@@ -532,6 +559,85 @@ impl World {
         assert_eq!(now.samples, now.ok_scrapes * SAMPLES_PER_SCRAPE, "{test}: {}", report());
     }
 
+    /// epicenter's log of one outage of `length` (past, delivery recovered): a line when
+    /// delivery started failing, one a minute while it failed (for an outage over 65 s), one
+    /// when it recovered, each with the backlog; and a status line (one a minute) during it
+    /// with the spool's backlog and the failing store, and one after it without them (waited
+    /// for up to 70 s).
+    fn check_outage_log(&self, length: Duration) {
+        let log = || std::fs::read_to_string(self.dir.join("epicenter.log")).unwrap();
+        let text = log();
+        let lines = |needle: &str, text: &str| -> Vec<String> {
+            text.lines()
+                .filter(|line| line.contains(needle))
+                .map(str::to_string)
+                .collect()
+        };
+        let started = lines("delivery to the store is failing", &text);
+        let still = lines("delivery to the store still failing after", &text);
+        let recovered = lines("delivery to the store recovered after", &text);
+        eprintln!("outage log: {started:?}\n{still:?}\n{recovered:?}");
+        assert_eq!(started.len(), 1, "{}", epicenter_log(&self.dir));
+        assert!(
+            started[0].contains("batch") && started[0].contains("waiting"),
+            "{started:?}"
+        );
+        assert_eq!(recovered.len(), 1, "{}", epicenter_log(&self.dir));
+        let outage_seconds: u64 = recovered[0]
+            .split("recovered after ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|number| number.parse().ok())
+            .unwrap();
+        assert!(
+            outage_seconds + 3 >= length.as_secs() && outage_seconds <= length.as_secs() + 40,
+            "{recovered:?}"
+        );
+        assert!(recovered[0].contains("still to deliver"), "{recovered:?}");
+        if length < Duration::from_secs(65) {
+            return;
+        }
+        // One a minute while failing: ⌊outage / 60⌋ lines, give or take one for where the
+        // minutes fall.
+        let minutes = outage_seconds / 60;
+        assert!(
+            still.len() as u64 + 1 >= minutes && still.len() as u64 <= minutes,
+            "{} lines for {outage_seconds} s: {still:?}",
+            still.len()
+        );
+        assert!(still.iter().all(|line| line.contains("batches (")), "{still:?}");
+        let during: Vec<String> = lines("epicenter: status:", &text)
+            .into_iter()
+            .filter(|line| line.contains("store failing") || line.contains("waiting for the store"))
+            .collect();
+        assert!(
+            during
+                .iter()
+                .any(|line| line.contains("spooled ") && line.contains(" batches (")),
+            "no status line with the backlog during the outage: {during:?}"
+        );
+        // The status after recovery: the next status line has neither.
+        let before = lines("epicenter: status:", &text).len();
+        let waited = Instant::now();
+        loop {
+            let text = log();
+            let statuses = lines("epicenter: status:", &text);
+            if statuses.len() > before {
+                let last = statuses.last().unwrap();
+                assert!(
+                    !last.contains("store failing") && !last.contains("waiting for the store"),
+                    "{last}"
+                );
+                break;
+            }
+            assert!(
+                waited.elapsed() < Duration::from_secs(70),
+                "no status line after the outage"
+            );
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+
     /// Checks that the targets are scraped while `during` runs: at least half the schedule.
     fn scraped_throughout(&self, length: Duration, during: impl FnOnce()) -> u64 {
         let before = self.targets.served.load(Ordering::SeqCst);
@@ -563,14 +669,123 @@ fn e2e_fault_1_server_refuses_connections_then_returns() {
         "nothing stored before the fault"
     );
     let length = fault_length(120);
+    let mut during = (0, 0, 0);
     let scraped = world.scraped_throughout(length, || {
         world.proxy.set(Mode::Refuse);
-        std::thread::sleep(length);
+        // The backlog on /metrics, some way into the outage (a batch a second is spooled).
+        let into = (length / 2).min(Duration::from_secs(30));
+        std::thread::sleep(into);
+        during = (
+            own_metric(&world.api, "epicenter_spool_backlog_batches").unwrap(),
+            own_metric(&world.api, "epicenter_spool_backlog_bytes").unwrap(),
+            own_metric(&world.api, "epicenter_spool_oldest_batch_age_seconds").unwrap(),
+        );
+        std::thread::sleep(length - into);
         world.proxy.set(Mode::Pass);
     });
-    eprintln!("refused for {} s; {scraped} scrapes meanwhile", length.as_secs());
+    eprintln!(
+        "refused for {} s; {scraped} scrapes meanwhile; backlog {during:?} (batches, bytes, oldest s) after {} s",
+        length.as_secs(),
+        (length / 2).min(Duration::from_secs(30)).as_secs()
+    );
+    let into = (length / 2).min(Duration::from_secs(30)).as_secs();
+    // One batch a second (batching.max_age) went to the spool and none left it.
+    assert!(during.0 * 2 >= into, "backlog of {} batches after {into} s", during.0);
+    assert!(during.1 > during.0 * SAMPLES_PER_SCRAPE * 8, "{during:?}");
+    assert!(during.2 + 2 >= into && during.2 <= into + 5, "{during:?}");
     std::thread::sleep(Duration::from_secs(5));
     world.settle_and_check("fault 1 (refused)", Duration::from_secs(180));
+    // After recovery nothing waits but the batch of the last second (the frozen targets are
+    // still scraped, one batch a second), if any.
+    let after = (
+        own_metric(&world.api, "epicenter_spool_backlog_batches").unwrap(),
+        own_metric(&world.api, "epicenter_spool_oldest_batch_age_seconds").unwrap(),
+    );
+    assert!(
+        after.0 <= 2 && after.1 <= 3,
+        "backlog after recovery {after:?} (batches, oldest s)"
+    );
+    world.check_outage_log(length);
+}
+
+/// The store down when epicenter starts (issue 39): it starts anyway, scrapes into the spool
+/// with `/readyz` saying it waits for the store and no schema on the server, and once the
+/// server answers creates the schema and stores every scrape of that time: per target, every
+/// response served is stored once.
+#[test]
+fn e2e_fault_7_the_store_down_at_start_then_answering() {
+    let name = "down-at-start";
+    let dir = std::env::temp_dir().join(format!("epicenter-fault-{name}-{}", std::process::id()));
+    let Some(world) = World::start_with(name, &dir.join("spool"), Mode::Refuse) else {
+        return;
+    };
+    let length = fault_length(60);
+    let started = Instant::now();
+    // Running, not ready, and saying why.
+    std::thread::sleep(Duration::from_secs(3));
+    let health = get_text(&world.api, "/healthz");
+    assert!(
+        health.starts_with("HTTP/1.1 200"),
+        "{health}\n{}",
+        epicenter_log(&world.dir)
+    );
+    let ready = get_text(&world.api, "/readyz");
+    assert!(
+        ready.starts_with("HTTP/1.1 503") && ready.contains("waiting for the store"),
+        "{ready}"
+    );
+    let log = std::fs::read_to_string(world.dir.join("epicenter.log")).unwrap();
+    assert!(log.contains("the store does not answer"), "{log}");
+    assert!(log.contains("scraping into the spool meanwhile"), "{log}");
+    std::thread::sleep(length.saturating_sub(started.elapsed()));
+    let backlog = own_metric(&world.api, "epicenter_spool_backlog_batches").unwrap();
+    let oldest = own_metric(&world.api, "epicenter_spool_oldest_batch_age_seconds").unwrap();
+    let served = world.targets.served.load(Ordering::SeqCst);
+    // Nothing reached the server: it has no epicenter database yet.
+    assert_eq!(
+        sql(
+            world.server_port,
+            "SELECT count() FROM system.databases WHERE name = 'epicenter'"
+        ),
+        "0"
+    );
+    eprintln!(
+        "store down at start for {} s: {served} scrapes served, {backlog} batches spooled, the oldest {oldest} s old",
+        length.as_secs()
+    );
+    assert!(served >= length.as_secs() * TARGETS as u64 / 2, "{served} scrapes");
+    assert!(backlog * 2 >= length.as_secs(), "{backlog} batches");
+    world.proxy.set(Mode::Pass);
+    let answered = Instant::now();
+    while !get_text(&world.api, "/readyz").starts_with("HTTP/1.1 200") {
+        assert!(
+            answered.elapsed() < Duration::from_secs(60),
+            "not ready a minute after the store answers\n{}",
+            epicenter_log(&world.dir)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    world.settle_and_check("fault 7 (store down at start)", Duration::from_secs(180));
+    // Per target: every response it served is a stored scrape, once.
+    let per_instance = sql(
+        world.server_port,
+        "SELECT instance, countIf(up = 1), uniqExactIf(time, up = 1) FROM epicenter.scrapes WHERE job = 'seq' GROUP BY instance ORDER BY instance",
+    );
+    for (target, port) in world.targets.ports.iter().enumerate() {
+        let served = world.targets.served_each[target].load(Ordering::SeqCst);
+        let row = per_instance
+            .lines()
+            .find(|line| line.starts_with(&format!("127.0.0.1:{port}\t")))
+            .unwrap_or_else(|| panic!("no scrapes of 127.0.0.1:{port}: {per_instance}"));
+        let numbers: Vec<u64> = row.split('\t').skip(1).map(|number| number.parse().unwrap()).collect();
+        eprintln!(
+            "target 127.0.0.1:{port}: served {served}, stored {} (distinct {})",
+            numbers[0], numbers[1]
+        );
+        assert_eq!(numbers, [served, served], "127.0.0.1:{port}: {per_instance}");
+    }
+    let log = std::fs::read_to_string(world.dir.join("epicenter.log")).unwrap();
+    assert!(log.contains("the store answers now"), "{}", epicenter_log(&world.dir));
 }
 
 #[test]

@@ -9,7 +9,9 @@
 //! `honor_labels`), then applies `metric_relabel_configs`, enforces `sample_limit`,
 //! `label_limit`, `label_name_length_limit` and `label_value_length_limit`, and adds the synthetic series `up`, `scrape_duration_seconds`,
 //! `scrape_samples_scraped`, `scrape_samples_post_metric_relabeling` and
-//! `scrape_series_added`. Any failure fails the whole scrape (`up` 0, with the reason) and
+//! `scrape_series_added`. A sample stamped more than 10 minutes after the scrape's time or more
+//! than an hour before it is refused and counted (`epicenter_store::rows::sample_bounds`, as
+//! Prometheus's `storage.ErrOutOfBounds`), the scrape staying up. Any failure fails the whole scrape (`up` 0, with the reason) and
 //! touches no other target.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -51,6 +53,8 @@ pub struct TargetState {
     previous_series: FxHashMap<u64, i64>,
     /// Whether duplicate samples of this target were logged already.
     warned_duplicates: bool,
+    /// Whether samples of this target stamped out of bounds were logged already.
+    warned_out_of_bounds: bool,
     cache: FxHashMap<u128, CacheEntry>,
     synthetic: Option<Vec<Arc<Series>>>,
     /// The host the target's exposition names (`node_uname_info{nodename}`), as the cached
@@ -335,6 +339,10 @@ impl Scraper {
         let generation = state.generation;
         let mut samples_scraped = 0;
         let mut samples_duplicate = 0;
+        // Samples refused for their timestamp (by `OutOfBounds::index`), and the first one's
+        // series and time, for the log.
+        let mut samples_out_of_bounds = [0u64; 2];
+        let mut first_out_of_bounds: Option<(String, i64)> = None;
         // What Prometheus reports as `scrape_samples_post_metric_relabeling` when the scrape
         // fails on a limit: the samples relabeling kept, up to the failing one (label limits)
         // or in the whole body (sample_limit), as its scrape loop counts them.
@@ -420,7 +428,8 @@ impl Scraper {
                 };
                 if let Err(error) = label_error {
                     samples_scraped = index as u64 + 1;
-                    kept_before_error = rows.len() as u64 + samples_duplicate;
+                    kept_before_error =
+                        rows.len() as u64 + samples_duplicate + samples_out_of_bounds.iter().sum::<u64>();
                     return Err(error);
                 }
                 let timestamp_ms = match (job.config.honor_timestamps, sample.timestamp_ms()) {
@@ -430,17 +439,30 @@ impl Scraper {
                 // Duplicates count against the limit, as in Prometheus (its limit appender
                 // counts every append). Past the limit nothing more is stored or cached; the
                 // rest of the body is only counted (see `limit_passed`).
-                if job.limits.samples > 0 && rows.len() as u64 + samples_duplicate >= job.limits.samples {
+                if job.limits.samples > 0
+                    && rows.len() as u64 + samples_duplicate + samples_out_of_bounds.iter().sum::<u64>()
+                        >= job.limits.samples
+                {
                     // Prometheus counts every sample relabeling keeps, the whole body through.
                     // Without metric_relabel_configs that is every sample left, counted for
                     // free; with them, counting would mean relabeling a cardinality explosion
                     // in full, so the count stops here (docs/configuration.md).
                     limit_passed = true;
-                    kept_before_error = rows.len() as u64 + samples_duplicate + 1;
+                    kept_before_error =
+                        rows.len() as u64 + samples_duplicate + samples_out_of_bounds.iter().sum::<u64>() + 1;
                     if job.metric_relabel.is_empty() {
                         kept_before_error += (exposition.samples.len() - index - 1) as u64;
                     }
                     break;
+                }
+                // A sample stamped too far from the scrape's time is refused and counted, as
+                // Prometheus's appender refuses it (`storage.ErrOutOfBounds`): it counts as
+                // kept by relabeling, is neither stored nor read by the detector, and the
+                // scrape stays up.
+                if let Some(reason) = epicenter_store::rows::sample_bounds(timestamp_ms, started_ms) {
+                    samples_out_of_bounds[reason.index()] += 1;
+                    first_out_of_bounds.get_or_insert_with(|| (series.name.clone(), timestamp_ms));
+                    continue;
                 }
                 // The same series again in this body (printed twice, or made equal by metric
                 // relabeling) at the same or an earlier time: Prometheus keeps the first
@@ -484,9 +506,11 @@ impl Scraper {
         let up = error.is_none();
         if !up {
             samples_duplicate = 0;
+            samples_out_of_bounds = [0, 0];
         }
+        let refused: u64 = samples_out_of_bounds.iter().sum();
         let samples_post_metric_relabeling = if up {
-            rows.len() as u64 + samples_duplicate
+            rows.len() as u64 + samples_duplicate + refused
         } else {
             kept_before_error
         };
@@ -505,6 +529,18 @@ impl Scraper {
                 instance = %target.instance(),
                 samples_duplicate,
                 "the body holds the same series more than once at one timestamp: the first sample is kept, the others are dropped and counted in epicenter_scrape_samples_duplicate_total (warned once per target)"
+            );
+        }
+        if let (true, Some((name, timestamp_ms))) = (refused > 0 && !state.warned_out_of_bounds, &first_out_of_bounds) {
+            state.warned_out_of_bounds = true;
+            tracing::warn!(
+                job = %target.job,
+                instance = %target.instance(),
+                refused,
+                series = %name,
+                sample_timestamp_ms = *timestamp_ms,
+                scrape_timestamp_ms = started_ms,
+                "samples stamped more than 10 minutes after the scrape's time or more than an hour before it were refused (the target's clock is wrong?); counted in epicenter_scrape_samples_out_of_bounds_total (warned once per target)"
             );
         }
         if up {
@@ -557,6 +593,7 @@ impl Scraper {
             samples_post_metric_relabeling,
             series_added,
             samples_duplicate,
+            samples_out_of_bounds,
             error,
             target_identity: target.identity,
             skipped: false,
@@ -1003,6 +1040,7 @@ pub fn skipped_outcome(
             samples_post_metric_relabeling: 0,
             series_added: 0,
             samples_duplicate: 0,
+            samples_out_of_bounds: [0, 0],
             error: Some(error),
             target_identity: target.identity,
             skipped: true,

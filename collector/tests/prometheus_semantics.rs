@@ -28,10 +28,31 @@ use epicenter_store::rows::{Labels, ScrapeOutcome};
 /// order the second time), and `c` twice with labels that `labeldrop: x` makes equal.
 const DUPLICATES: &str = "a 1\na 2\nb{x=\"1\",y=\"2\"} 3\nb{y=\"2\",x=\"1\"} 4\nc{x=\"1\"} 5\nc{x=\"2\"} 6\n";
 
+/// A body whose samples are stamped around the wall clock now: 9 minutes ahead and 59
+/// behind (kept), 11 minutes and ten years ahead and 61 minutes behind (refused), and one
+/// without a timestamp.
+fn skewed_body() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let minute = 60_000;
+    let ten_years = 10 * 365 * 24 * 60 * minute;
+    format!(
+        "kept_ahead 1 {}\nkept_behind 2 {}\nrefused_ahead 3 {}\nrefused_far 4 {}\nrefused_old 5 {}\nnow 6\n",
+        now + 9 * minute,
+        now - 59 * minute,
+        now + 11 * minute,
+        now + ten_years,
+        now - 61 * minute
+    )
+}
+
 async fn exporter() -> String {
     let app = Router::new()
         .route("/metrics", get(|| async { "m{pod=\"p-1\"} 7\nother 8\n" }))
-        .route("/duplicates", get(|| async { DUPLICATES }));
+        .route("/duplicates", get(|| async { DUPLICATES }))
+        .route("/skewed", get(|| async { skewed_body() }));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap().to_string();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -419,4 +440,33 @@ fn an_openmetrics_inf_bucket_listed_first_is_out_of_order_not_missing() {
             .any(|message| message.starts_with("3:1: buckets of 'h' out of order")),
         "{messages:?}"
     );
+}
+
+/// A sample stamped more than 10 minutes after the scrape or more than an hour before it is
+/// refused and counted by reason (Prometheus's `storage.ErrOutOfBounds`), counted as kept by
+/// relabeling as Prometheus counts it, and the scrape stays up; the others are stored with
+/// their own timestamps.
+#[tokio::test]
+async fn samples_stamped_out_of_bounds_are_refused_and_counted() {
+    let address = exporter().await;
+    let outcome = scrape(&address, "/skewed", "").await;
+    assert_eq!(outcome.report.samples_out_of_bounds, [2, 1]);
+    assert_eq!(outcome.report.samples_scraped, 6);
+    assert_eq!(outcome.report.samples_post_metric_relabeling, 6);
+    let names: Vec<String> = body_rows(&outcome).into_iter().map(|(name, _, _)| name).collect();
+    assert_eq!(names, ["kept_ahead", "kept_behind", "now"]);
+    let scrape_ms = outcome.report.timestamp_ms;
+    let time_of = |name: &str| {
+        outcome
+            .rows
+            .iter()
+            .find(|row| row.series.name == name)
+            .unwrap()
+            .timestamp_ms
+    };
+    assert_eq!(time_of("now"), scrape_ms);
+    let ahead = time_of("kept_ahead") - scrape_ms;
+    assert!((9 * 60_000..10 * 60_000).contains(&ahead), "{ahead}");
+    let behind = scrape_ms - time_of("kept_behind");
+    assert!((58 * 60_000..=59 * 60_000).contains(&behind), "{behind}");
 }

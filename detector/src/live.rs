@@ -171,7 +171,9 @@ pub fn rule_metrics(rules: &[Rule]) -> MetricNames {
 /// the label `placement.instance_label` names, else its `instance`) and the samples of
 /// families in `metrics` ([`rule_metrics`]), first; then, for series whose own placement names
 /// another instance (cAdvisor's `pod` label on a kubelet's scrape), one [`Batch::reported`]
-/// per such instance, placed by those series. Empty for a scrape without samples. A scrape
+/// per such instance, placed by those series. Rows stamped out of bounds of the scrape's time
+/// (`epicenter_store::rows::sample_bounds`) are skipped and do not set [`Batch::time_ms`].
+/// Empty for a scrape without samples. A scrape
 /// epicenter skipped or that timed out while it was starved (`report.skipped`,
 /// `report.starved`) is a [`Batch::late`] without samples: its `up` 0 is epicenter's
 /// lateness, not the target's availability.
@@ -192,13 +194,24 @@ pub fn extract(outcome: &ScrapeOutcome, metrics: &MetricNames) -> Vec<Batch> {
         }];
     }
     let name = report.instance_name();
-    let Some(time_ms) = outcome.rows.iter().map(|row| row.timestamp_ms).max() else {
+    // The clock guard: a row stamped out of bounds of its scrape's time (the collector
+    // refuses those; this holds for any other producer) neither sets the batch's time nor
+    // is observed, so no sample stamped years ahead moves the detector's clock.
+    let in_bounds = |row: &&epicenter_store::rows::SampleRow| {
+        epicenter_store::rows::sample_bounds(row.timestamp_ms, report.timestamp_ms).is_none()
+    };
+    let Some(time_ms) = outcome.rows.iter().filter(in_bounds).map(|row| row.timestamp_ms).max() else {
         return Vec::new();
     };
     let mut own = Vec::new();
     // Other instances' samples, by instance name, placed by their first series.
     let mut reported: BTreeMap<&str, Batch> = BTreeMap::new();
-    for row in outcome.rows.iter().filter(|row| metrics.contains(&row.series.name)) {
+    for row in outcome
+        .rows
+        .iter()
+        .filter(in_bounds)
+        .filter(|row| metrics.contains(&row.series.name))
+    {
         let sample = (Arc::clone(&row.series), row.value);
         let placement = &row.series.placement;
         if placement.instance.is_empty() || placement.instance == name {
@@ -807,6 +820,7 @@ mod tests {
                 samples_post_metric_relabeling: 0,
                 series_added: 0,
                 samples_duplicate: 0,
+                samples_out_of_bounds: [0, 0],
                 error: Some("timed out".into()),
                 target_identity: 1,
                 skipped: false,
@@ -866,6 +880,7 @@ mod tests {
             samples_post_metric_relabeling: 4,
             series_added: 0,
             samples_duplicate: 0,
+            samples_out_of_bounds: [0, 0],
             error: None,
             target_identity: 1,
             skipped: false,

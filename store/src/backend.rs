@@ -106,6 +106,37 @@ impl Store {
         Ok(Store::Embedded(Arc::new(store)))
     }
 
+    /// [`Store::open`], except that a ClickHouse server that does not answer (connection
+    /// refused, a timeout, a server-side failure: a retryable error) is no error: the store is
+    /// returned with its schema left to the first write that finds the server answering, and
+    /// [`Store::waiting_for_store`] says why until then. The writer's inserts wait for it
+    /// (retried while the spool holds their batches). Errors as [`Store::open`] otherwise
+    /// (a wrong password, an unusable configuration, a schema the server refuses).
+    pub fn open_or_wait(config: &StorageConfig, runtime: &tokio::runtime::Runtime) -> Result<Store, OpenError> {
+        let Some(clickhouse) = &config.clickhouse else {
+            return Store::open(config, runtime);
+        };
+        let password = clickhouse.password().map_err(OpenError::Config)?;
+        let store = ClickHouseStore::new(clickhouse, password).map_err(OpenError::Config)?;
+        match runtime.block_on(store.migrate(config.retention())) {
+            Ok(()) => {}
+            Err(error) if error.retryable => store.defer_schema(config.retention(), &error),
+            Err(error) => return Err(OpenError::Failed(format!("creating the schema: {error}"))),
+        }
+        Ok(Store::Server(Arc::new(store)))
+    }
+
+    /// While a server store opened by [`Store::open_or_wait`] has not answered yet (its
+    /// schema is still to be created): why not, as the last attempt failed (the server's URL
+    /// without credentials, and the error). `None` for the embedded store and once the
+    /// server has answered.
+    pub fn waiting_for_store(&self) -> Option<String> {
+        match self {
+            Store::Embedded(_) => None,
+            Store::Server(store) => store.waiting_for_schema(),
+        }
+    }
+
     /// Opens the store `config` names for reading, changing nothing in it: no schema step
     /// (a reader never runs DDL, and a read-only ClickHouse user is enough), and a missing
     /// embedded store, or a folder that is not one, is an error (rather than a new empty store
@@ -223,7 +254,8 @@ impl Store {
     }
 
     /// Runs a statement (an insert) from async code: on the blocking pool for the embedded
-    /// engine, over HTTP for a server. Errors as [`Store::query`].
+    /// engine, over HTTP for a server (creating the schema first when [`Store::open_or_wait`]
+    /// left that for later). Errors as [`Store::query`].
     pub async fn execute(&self, sql: String) -> Result<(), String> {
         match self {
             Store::Embedded(store) => {
@@ -233,11 +265,14 @@ impl Store {
                     .map_err(|error| error.to_string())?
                     .map_err(|error| error.to_string())
             }
-            Store::Server(store) => store
-                .query(&sql, "TabSeparated")
-                .await
-                .map(|_| ())
-                .map_err(|error| error.to_string()),
+            Store::Server(store) => {
+                store.ensure_schema().await.map_err(|error| error.to_string())?;
+                store
+                    .query(&sql, "TabSeparated")
+                    .await
+                    .map(|_| ())
+                    .map_err(|error| error.to_string())
+            }
         }
     }
 

@@ -18,6 +18,19 @@ pub struct ClickHouseStore {
     /// `storage.clickhouse.cluster`: the schema is created on this cluster.
     cluster: Option<String>,
     url: String,
+    /// The schema still to be created, shared by clones ([`ClickHouseStore::defer_schema`]).
+    schema: std::sync::Arc<SchemaState>,
+}
+
+/// A schema whose creation waits for the server to answer ([`ClickHouseStore::defer_schema`]).
+#[derive(Debug, Default)]
+struct SchemaState {
+    /// `Some(retention)` while the schema is still to be created with that retention.
+    pending: std::sync::Mutex<Option<Duration>>,
+    /// Why the last attempt failed (the server's URL redacted, never a password).
+    last_error: std::sync::Mutex<Option<String>>,
+    /// Held while an attempt runs: one migration at a time, however many writers wait.
+    creating: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for ClickHouseStore {
@@ -48,6 +61,11 @@ pub struct ClickHouseError {
     pub message: String,
     /// Whether a retry may succeed.
     pub retryable: bool,
+}
+
+/// A mutex's value, also after a panic elsewhere (the values here are plain data).
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Exception names of ClickHouse errors that repeat on retry (bad data, types, SQL).
@@ -134,7 +152,57 @@ impl ClickHouseStore {
             cluster: config.cluster.clone(),
             // For errors, Debug and Display: never the credentials a URL may carry.
             url: redacted_url(&config.url),
+            schema: std::sync::Arc::default(),
         })
+    }
+
+    /// Leaves the schema to be created (with `retention`) by the first write that finds the
+    /// server answering ([`ClickHouseStore::ensure_schema`]), after `error` (why creating it
+    /// at start failed: the server did not answer). Until then
+    /// [`ClickHouseStore::waiting_for_schema`] says why.
+    pub fn defer_schema(&self, retention: Duration, error: &ClickHouseError) {
+        *lock(&self.schema.pending) = Some(retention);
+        *lock(&self.schema.last_error) = Some(error.to_string());
+    }
+
+    /// While the schema waits to be created ([`ClickHouseStore::defer_schema`]): why the last
+    /// attempt failed (`ClickHouse at http://host:8123: … Connection refused`). `None` once
+    /// it exists (or was never deferred).
+    pub fn waiting_for_schema(&self) -> Option<String> {
+        lock(&self.schema.pending).as_ref()?;
+        Some(lock(&self.schema.last_error).clone().unwrap_or_default())
+    }
+
+    /// Creates the schema if its creation was deferred ([`ClickHouseStore::defer_schema`]);
+    /// at once otherwise. One attempt at a time; said in the log when it succeeds.
+    ///
+    /// # Errors
+    /// The migration's error, always retryable (`creating the schema: …`): data waiting
+    /// for the schema is not bad data, so a spooled batch is kept and tried again.
+    pub async fn ensure_schema(&self) -> Result<(), ClickHouseError> {
+        if lock(&self.schema.pending).is_none() {
+            return Ok(());
+        }
+        let _creating = self.schema.creating.lock().await;
+        let Some(retention) = *lock(&self.schema.pending) else {
+            return Ok(());
+        };
+        match self.migrate(retention).await {
+            Ok(()) => {
+                *lock(&self.schema.pending) = None;
+                *lock(&self.schema.last_error) = None;
+                tracing::warn!(store = %self, "the store answers now: its schema is in place, and what was spooled meanwhile is delivered");
+                Ok(())
+            }
+            Err(error) => {
+                *lock(&self.schema.last_error) = Some(error.to_string());
+                Err(ClickHouseError {
+                    message: format!("creating the schema: {}", error.message),
+                    retryable: true,
+                    ..error
+                })
+            }
+        }
     }
 
     fn error(&self, error: clickhouse::error::Error) -> ClickHouseError {
@@ -254,10 +322,12 @@ impl ClickHouseStore {
     }
 
     /// Inserts RowBinary rows in `table`'s column order.
+    /// The schema is created first when that was deferred ([`ClickHouseStore::ensure_schema`]).
     pub async fn insert_encoded(&self, table: Table, data: &[u8], token: &str) -> Result<u64, ClickHouseError> {
         if data.is_empty() {
             return Ok(0);
         }
+        self.ensure_schema().await?;
         let sql = format!(
             "{} FORMAT RowBinary",
             crate::schema::insert_statement(&self.database, table, token)

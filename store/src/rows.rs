@@ -238,6 +238,67 @@ impl Series {
     }
 }
 
+/// How far after its scrape's time a sample may be stamped, ms: 10 minutes. A sample stamped
+/// later is refused ([`OutOfBounds::TooFarAhead`]), as Prometheus's scrape loop refuses it
+/// (`scrape/target.go`, `timeLimitAppender`: `maxAheadTime` of 10 minutes after the time the
+/// scrape's samples are appended, `storage.ErrOutOfBounds`; its remote-write handler has the
+/// same bound). Room for an exporter whose clock runs a little ahead, never for one that
+/// would move the detector's clock into another year.
+pub const MAX_AHEAD_MS: i64 = 10 * 60 * 1000;
+
+/// How far before its scrape's time a sample may be stamped, ms: one hour. An older sample is
+/// refused ([`OutOfBounds::TooOld`]), as Prometheus's TSDB head refuses a sample older than
+/// half a block (the default block is 2 h) before the newest time it holds
+/// (`tsdb/head_append.go`, `appendableMinValidTime`: `storage.ErrOutOfBounds`, or
+/// `storage.ErrTooOldSample` once `storage.tsdb.out_of_order_time_window` is set, which is
+/// 0 by default). epicenter has no head block: the scrape's own time stands for its newest.
+pub const MAX_BEHIND_MS: i64 = 60 * 60 * 1000;
+
+/// Why a sample was refused ([`sample_bounds`]); the label values of
+/// `epicenter_scrape_samples_out_of_bounds_total{reason}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutOfBounds {
+    /// Stamped more than [`MAX_AHEAD_MS`] after its scrape's time.
+    TooFarAhead,
+    /// Stamped more than [`MAX_BEHIND_MS`] before its scrape's time.
+    TooOld,
+}
+
+impl OutOfBounds {
+    /// Both reasons, in the order of [`ScrapeReport::samples_out_of_bounds`].
+    pub const ALL: [OutOfBounds; 2] = [OutOfBounds::TooFarAhead, OutOfBounds::TooOld];
+
+    /// The reason as a label value: `too_far_ahead` or `too_old`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutOfBounds::TooFarAhead => "too_far_ahead",
+            OutOfBounds::TooOld => "too_old",
+        }
+    }
+
+    /// Its index in [`ScrapeReport::samples_out_of_bounds`].
+    pub fn index(self) -> usize {
+        match self {
+            OutOfBounds::TooFarAhead => 0,
+            OutOfBounds::TooOld => 1,
+        }
+    }
+}
+
+/// Whether a sample stamped `sample_ms` may be taken from a scrape made at `scrape_ms` (both
+/// ms since the epoch, on the scrape's clock, which is a simulation's for a simulated fleet):
+/// `None` when it lies within [`MAX_BEHIND_MS`] before and [`MAX_AHEAD_MS`] after, else why
+/// not. The collector refuses such samples; the live detector skips any that reach it.
+pub fn sample_bounds(sample_ms: i64, scrape_ms: i64) -> Option<OutOfBounds> {
+    if sample_ms > scrape_ms.saturating_add(MAX_AHEAD_MS) {
+        Some(OutOfBounds::TooFarAhead)
+    } else if sample_ms < scrape_ms.saturating_sub(MAX_BEHIND_MS) {
+        Some(OutOfBounds::TooOld)
+    } else {
+        None
+    }
+}
+
 /// One stored sample: a point of a [`Series`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct SampleRow {
@@ -276,6 +337,13 @@ pub struct ScrapeReport {
     /// `prometheus_target_scrapes_sample_duplicate_timestamp_total`). Counted in
     /// `epicenter_scrape_samples_duplicate_total`; not stored in `scrapes`.
     pub samples_duplicate: u64,
+    /// Samples refused because their timestamp lies too far from the scrape's time
+    /// ([`sample_bounds`]): more than [`MAX_AHEAD_MS`] after it, or more than
+    /// [`MAX_BEHIND_MS`] before it. Counted in `epicenter_scrape_samples_out_of_bounds_total`
+    /// (by [`OutOfBounds`] reason, the first field ahead, the second behind); they count
+    /// in `samples_post_metric_relabeling` (as Prometheus counts them) but are neither stored
+    /// nor given to the detector; not stored in `scrapes`.
+    pub samples_out_of_bounds: [u64; 2],
     /// Why the scrape failed.
     pub error: Option<String>,
     /// Identity of the scraped target (the collector's `Target::identity`; not stored, for
@@ -495,6 +563,30 @@ mod tests {
     /// Issue 38: only an `instance` of the `host:port` shape gives a host; a pod's name (a
     /// converted or federated series' `instance`) leaves it unknown rather than becoming a
     /// host of its own.
+    /// The bounds hold to the millisecond: 10 minutes ahead and an hour behind are taken,
+    /// one millisecond further is not; far-off and extreme times are refused without overflow.
+    #[test]
+    fn samples_far_from_their_scrape_are_out_of_bounds() {
+        let scrape = 1_790_000_000_000;
+        assert_eq!(sample_bounds(scrape, scrape), None);
+        assert_eq!(sample_bounds(scrape + 600_000, scrape), None);
+        assert_eq!(sample_bounds(scrape + 600_001, scrape), Some(OutOfBounds::TooFarAhead));
+        assert_eq!(sample_bounds(scrape - 3_600_000, scrape), None);
+        assert_eq!(sample_bounds(scrape - 3_600_001, scrape), Some(OutOfBounds::TooOld));
+        let ten_years = 10 * 365 * 24 * 3_600_000;
+        assert_eq!(
+            sample_bounds(scrape + ten_years, scrape),
+            Some(OutOfBounds::TooFarAhead)
+        );
+        assert_eq!(sample_bounds(i64::MAX, i64::MAX - 1), None);
+        assert_eq!(sample_bounds(i64::MIN, scrape), Some(OutOfBounds::TooOld));
+        assert_eq!(sample_bounds(i64::MAX, scrape), Some(OutOfBounds::TooFarAhead));
+        assert_eq!(
+            OutOfBounds::ALL.map(|reason| (reason.index(), reason.as_str())),
+            [(0, "too_far_ahead"), (1, "too_old")]
+        );
+    }
+
     #[test]
     fn only_a_host_and_port_instance_gives_a_host() {
         let config = PlacementConfig::default();

@@ -256,6 +256,12 @@ impl Spool {
         (self.queued.len() as u64, self.bytes)
     }
 
+    /// When the oldest batch waiting was written (its file's modification time for a batch
+    /// of an earlier run); `None` when none waits.
+    pub fn oldest_written(&self) -> Option<SystemTime> {
+        self.queued.front().map(|(_, _, written)| *written)
+    }
+
     fn file(&self, sequence: u64, extension: &str) -> PathBuf {
         self.dir.join(format!("{sequence:020}.{extension}"))
     }

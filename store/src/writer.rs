@@ -100,6 +100,139 @@ pub struct WriterStats {
     /// Sample rows the spool dropped to stay under `storage.spool.max_size`, or could not
     /// take (disk full).
     pub spool_dropped_rows: AtomicU64,
+    /// Batches waiting in the spool (the one being delivered included), as of the last
+    /// change; 0 without a spool (`epicenter_spool_backlog_batches`).
+    pub spool_batches: AtomicU64,
+    /// Their bytes on disk (`epicenter_spool_backlog_bytes`).
+    pub spool_bytes: AtomicU64,
+    /// When the oldest of them was written, ms since the epoch; 0 when none waits (the age
+    /// is `epicenter_spool_oldest_batch_age_seconds`, [`WriterStats::spool_oldest_age_seconds`]).
+    pub spool_oldest_written_ms: std::sync::atomic::AtomicI64,
+    /// Whether delivery to the store is failing now (its last insert failed and was to be
+    /// retried), for the status line.
+    pub delivery_failing: std::sync::atomic::AtomicBool,
+}
+
+impl WriterStats {
+    /// How old the oldest batch waiting in the spool is at `now_ms` (ms since the epoch),
+    /// seconds; 0 when none waits.
+    pub fn spool_oldest_age_seconds(&self, now_ms: i64) -> f64 {
+        match self.spool_oldest_written_ms.load(Ordering::Relaxed) {
+            0 => 0.0,
+            written => (now_ms - written).max(0) as f64 / 1000.0,
+        }
+    }
+
+    /// Records a spool's backlog, as [`backlog_of`] reads it.
+    fn note_backlog(&self, ((batches, bytes), oldest): Backlog) {
+        self.spool_batches.store(batches, Ordering::Relaxed);
+        self.spool_bytes.store(bytes, Ordering::Relaxed);
+        let oldest_ms = oldest.map_or(0, |written| {
+            written
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |since| since.as_millis().max(1) as i64)
+        });
+        self.spool_oldest_written_ms.store(oldest_ms, Ordering::Relaxed);
+    }
+
+    /// The backlog as a person reads it: `20 batches (1.4 MiB), the oldest 95 s old`, at
+    /// `now_ms` (ms since the epoch).
+    pub fn describe_backlog(&self, now_ms: i64) -> String {
+        let batches = self.spool_batches.load(Ordering::Relaxed);
+        let bytes = self.spool_bytes.load(Ordering::Relaxed);
+        if batches == 0 {
+            return "no batch waiting".to_string();
+        }
+        format!(
+            "{batches} batch{} ({}), the oldest {:.0} s old",
+            if batches == 1 { "" } else { "es" },
+            describe_bytes(bytes),
+            self.spool_oldest_age_seconds(now_ms)
+        )
+    }
+}
+
+/// A spool's backlog: batches and bytes ([`Spool::backlog`]), and when the oldest was
+/// written ([`Spool::oldest_written`]).
+type Backlog = ((u64, u64), Option<std::time::SystemTime>);
+
+/// `spool`'s [`Backlog`].
+fn backlog_of(spool: &Spool) -> Backlog {
+    (spool.backlog(), spool.oldest_written())
+}
+
+/// `812 B`, `14.2 KiB`, `1.4 MiB`, `2.0 GiB`.
+pub fn describe_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// The wall clock, ms since the epoch.
+fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as i64)
+}
+
+/// How often a delivery that keeps failing is said again in the log.
+pub const FAILING_SAID_EVERY: Duration = Duration::from_secs(60);
+
+/// What the log says of the spool's delivery through an outage ([`DeliveryNotice::failed`],
+/// [`DeliveryNotice::delivered`]): a line when delivery starts failing, one a minute
+/// ([`FAILING_SAID_EVERY`]) while it fails, and one when it recovers, each with the backlog.
+#[derive(Debug, Default)]
+pub struct DeliveryNotice {
+    /// When the current run of failures started, and when it was last said.
+    failing: Option<(Instant, Instant)>,
+}
+
+impl DeliveryNotice {
+    /// An insert failed (to be retried) at `now` with `error`; `backlog` describes what
+    /// waits. The line to log, if one is due: the first failure of a run, then one a
+    /// minute.
+    pub fn failed(&mut self, now: Instant, error: &str, backlog: &str) -> Option<String> {
+        match &mut self.failing {
+            None => {
+                self.failing = Some((now, now));
+                Some(format!(
+                    "delivery to the store is failing ({error}); batches stay spooled and are retried: {backlog} waiting"
+                ))
+            }
+            Some((since, said)) if now.duration_since(*said) >= FAILING_SAID_EVERY => {
+                *said = now;
+                Some(format!(
+                    "delivery to the store still failing after {} s ({error}): {backlog} waiting",
+                    now.duration_since(*since).as_secs()
+                ))
+            }
+            Some(_) => None,
+        }
+    }
+
+    /// An insert succeeded at `now`: the line saying that delivery recovered, when it had
+    /// been failing, with the backlog left (`backlog`).
+    pub fn delivered(&mut self, now: Instant, backlog: &str) -> Option<String> {
+        let (since, _) = self.failing.take()?;
+        Some(format!(
+            "delivery to the store recovered after {} s of failures: {backlog} still to deliver",
+            now.duration_since(since).as_secs()
+        ))
+    }
+
+    /// Whether delivery is failing now.
+    pub fn is_failing(&self) -> bool {
+        self.failing.is_some()
+    }
 }
 
 /// A batch being filled.
@@ -277,6 +410,8 @@ pub async fn run_spooled_writer<S: Sink>(
     stats: Arc<WriterStats>,
     spool: Spool,
 ) {
+    // What an earlier run left waits first, and counts in the backlog from the start.
+    stats.note_backlog(backlog_of(&spool));
     let shared = Arc::new(std::sync::Mutex::new(Shared {
         spool,
         last: None,
@@ -364,12 +499,13 @@ async fn spool_batch(shared: &Arc<std::sync::Mutex<Shared>>, batch: Batch, stats
         // Kept when it is next or the one after (delivery is busy with one at most):
         // behind a longer backlog it would wait in memory for the whole outage.
         shared.last = (shared.spool.backlog().0 <= 2).then_some(spooled);
-        Ok(dropped)
+        Ok((dropped, backlog_of(&shared.spool)))
     })
     .await
     .unwrap_or_else(|| Err("the spool's lock is poisoned, or its task failed".to_string()));
     match appended {
-        Ok(dropped) => {
+        Ok((dropped, backlog)) => {
+            stats.note_backlog(backlog);
             for (sequence, dropped_rows) in dropped {
                 stats.spool_dropped_rows.fetch_add(dropped_rows, Ordering::Relaxed);
                 tracing::error!(
@@ -411,6 +547,7 @@ async fn deliver<S: Sink>(
     stats: Arc<WriterStats>,
 ) {
     let mut give_up_at: Option<Instant> = None;
+    let mut notice = DeliveryNotice::default();
     loop {
         let oldest = |shared: &mut Shared| {
             let front = shared.spool.claim_front()?;
@@ -484,6 +621,10 @@ async fn deliver<S: Sink>(
                 match result {
                     Ok(_) => {
                         written.fetch_add(rows, Ordering::Relaxed);
+                        if let Some(line) = notice.delivered(Instant::now(), &stats.describe_backlog(wall_ms())) {
+                            stats.delivery_failing.store(false, Ordering::Relaxed);
+                            tracing::warn!("{line}");
+                        }
                         if attempt > 1 {
                             tracing::info!(
                                 ?table,
@@ -518,9 +659,13 @@ async fn deliver<S: Sink>(
                             );
                             return;
                         }
-                        // The first failure, then one line in ten: an outage is not a flood.
-                        if attempt == 1 || attempt % 10 == 0 {
-                            tracing::warn!(?table, attempt, sequence = batch.sequence, error = %error.message, "insert failed; the batch stays spooled and is retried");
+                        // When delivery starts failing, then once a minute, with the backlog:
+                        // an outage is neither a flood nor silent.
+                        stats.delivery_failing.store(true, Ordering::Relaxed);
+                        if let Some(line) =
+                            notice.failed(Instant::now(), &error.message, &stats.describe_backlog(wall_ms()))
+                        {
+                            tracing::warn!(?table, attempt, sequence = batch.sequence, "{line}");
                         }
                         let jitter = rand::random_range(0.0..0.5);
                         tokio::time::sleep(delay.mul_f64(1.0 + jitter)).await;
@@ -532,11 +677,15 @@ async fn deliver<S: Sink>(
         }
         stats.batches_flushed.fetch_add(1, Ordering::Relaxed);
         let sequence = batch.sequence;
-        with_shared(&shared, move |shared| {
+        if let Some(backlog) = with_shared(&shared, move |shared| {
             shared.noted.remove(&sequence);
             shared.spool.remove(sequence);
+            backlog_of(&shared.spool)
         })
-        .await;
+        .await
+        {
+            stats.note_backlog(backlog);
+        }
     }
 }
 
@@ -597,6 +746,7 @@ mod tests {
                 samples_post_metric_relabeling: rows as u64,
                 series_added: 0,
                 samples_duplicate: 0,
+                samples_out_of_bounds: [0, 0],
                 error: None,
                 target_identity: 0,
                 skipped: false,
@@ -897,6 +1047,80 @@ mod tests {
             .map(|(_, token, _)| token.clone())
             .collect();
         assert_eq!(series_rows, [run.tokens[0].clone(), run.tokens[3].clone()]);
+        let _ = std::fs::remove_dir_all(&run.config.path);
+    }
+
+    /// Through an outage the log says it once when delivery starts failing, once a minute
+    /// while it fails (not at every retry) and once when it recovers, each with the backlog.
+    #[test]
+    fn an_outage_is_said_when_it_starts_once_a_minute_and_when_it_ends() {
+        let start = Instant::now();
+        let at = |seconds: u64| start + Duration::from_secs(seconds);
+        let mut notice = DeliveryNotice::default();
+        assert_eq!(notice.delivered(at(0), "no batch waiting"), None, "nothing failed");
+        assert_eq!(
+            notice.failed(at(1), "refused", "1 batch (8.0 KiB), the oldest 1 s old").as_deref(),
+            Some("delivery to the store is failing (refused); batches stay spooled and are retried: 1 batch (8.0 KiB), the oldest 1 s old waiting")
+        );
+        assert!(notice.is_failing());
+        for second in [2, 10, 30, 60] {
+            assert_eq!(notice.failed(at(second), "refused", "x"), None, "at {second} s");
+        }
+        assert_eq!(
+            notice.failed(at(61), "refused", "61 batches (488.0 KiB), the oldest 61 s old").as_deref(),
+            Some("delivery to the store still failing after 60 s (refused): 61 batches (488.0 KiB), the oldest 61 s old waiting")
+        );
+        assert_eq!(notice.failed(at(120), "refused", "x"), None);
+        assert!(notice.failed(at(121), "refused", "x").is_some());
+        assert_eq!(
+            notice.delivered(at(131), "130 batches (1.0 MiB), the oldest 130 s old").as_deref(),
+            Some("delivery to the store recovered after 130 s of failures: 130 batches (1.0 MiB), the oldest 130 s old still to deliver")
+        );
+        assert!(!notice.is_failing());
+        assert_eq!(notice.delivered(at(132), "x"), None, "said once");
+        // A new outage is said anew.
+        assert!(notice.failed(at(200), "refused", "x").unwrap().contains("is failing"));
+        assert_eq!(describe_bytes(812), "812 B");
+        assert_eq!(describe_bytes(3 * 1024 * 1024 / 2), "1.5 MiB");
+    }
+
+    /// The spool's backlog in the writer's figures: while the store fails every batch waits
+    /// (counted with its bytes on disk and the oldest one's time, delivery marked failing);
+    /// once it answers, none does.
+    #[tokio::test(start_paused = true)]
+    async fn the_spools_backlog_is_counted_through_an_outage() {
+        let run = spooled_writer("backlog", 1 << 30, u64::MAX, 3);
+        let before_ms = wall_ms();
+        for rows in [2, 3, 4] {
+            run.sender.send(outcome(rows)).await.unwrap();
+        }
+        while run.stats.spool_batches.load(Ordering::SeqCst) < 3 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let on_disk: u64 = std::fs::read_dir(&run.config.path)
+            .unwrap()
+            .filter_map(|entry| entry.ok())
+            .filter(|entry| entry.file_name().to_string_lossy().ends_with(".batch"))
+            .map(|entry| entry.metadata().unwrap().len())
+            .sum();
+        assert_eq!(run.stats.spool_bytes.load(Ordering::SeqCst), on_disk);
+        let oldest = run.stats.spool_oldest_written_ms.load(Ordering::SeqCst);
+        assert!(
+            oldest >= before_ms - 1000 && oldest <= wall_ms(),
+            "{oldest} vs {before_ms}"
+        );
+        assert!(run.stats.delivery_failing.load(Ordering::SeqCst));
+        assert_eq!(run.stats.spool_oldest_age_seconds(oldest + 2_500), 2.5);
+        assert!(run.stats.describe_backlog(oldest + 2_500).starts_with("3 batches ("));
+        run.sink.failures.store(0, Ordering::SeqCst);
+        drop(run.sender);
+        run.writer.await.unwrap();
+        assert_eq!(run.stats.spool_batches.load(Ordering::SeqCst), 0);
+        assert_eq!(run.stats.spool_bytes.load(Ordering::SeqCst), 0);
+        assert_eq!(run.stats.spool_oldest_written_ms.load(Ordering::SeqCst), 0);
+        assert_eq!(run.stats.spool_oldest_age_seconds(wall_ms()), 0.0);
+        assert!(!run.stats.delivery_failing.load(Ordering::SeqCst));
+        assert_eq!(run.stats.sample_rows_written.load(Ordering::SeqCst), 9);
         let _ = std::fs::remove_dir_all(&run.config.path);
     }
 

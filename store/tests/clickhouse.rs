@@ -65,6 +65,7 @@ fn outcome(index: u64, samples: usize) -> ScrapeOutcome {
         samples_post_metric_relabeling: samples as u64,
         series_added: 0,
         samples_duplicate: 0,
+        samples_out_of_bounds: [0, 0],
         error: None,
         target_identity: 0,
         skipped: false,

@@ -55,6 +55,7 @@ fn outcome(index: u64, samples: u64) -> ScrapeOutcome {
             samples_post_metric_relabeling: samples,
             series_added: 0,
             samples_duplicate: 0,
+            samples_out_of_bounds: [0, 0],
             error: None,
             target_identity: index,
             skipped: false,

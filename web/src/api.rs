@@ -196,7 +196,15 @@ async fn metrics(State(state): State<Arc<AppState>>, headers: axum::http::Header
 }
 
 async fn ready(State(state): State<Arc<AppState>>) -> impl IntoResponse {
-    // Storage is migrated before the server starts; the first round of scrapes is what remains.
+    // A ClickHouse server that did not answer at start has its schema created when it does;
+    // until then the scrapes go to the spool and epicenter is not ready.
+    if let Some(why) = state.store.as_ref().and_then(epicenter_store::Store::waiting_for_store) {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: waiting for the store ({why}); scrapes are spooled meanwhile\n"),
+        );
+    }
+    // The store's schema is in place; the first round of scrapes is what remains.
     match state.targets.first_round_done() {
         (true, _) => (StatusCode::OK, "ready\n".to_string()),
         (false, waiting) => (

@@ -1,6 +1,6 @@
 //! The run's state in one line, for a person watching `epicenter run`: targets up and down
-//! (with the first down target and why), samples written per second, the writer's backlog
-//! and the open verdict. The same figures are on `/metrics` and `/api/v1/*`; this is the
+//! (with the first down target and why), samples written per second, the writer's backlog,
+//! the spool's backlog and the store's trouble when there are any, and the open verdict. The same figures are on `/metrics` and `/api/v1/*`; this is the
 //! glance that needs neither.
 
 use epicenter_collector::targets::TargetHealth;
@@ -19,6 +19,12 @@ pub struct Status {
     pub samples_failed: u64,
     /// Scrape outcomes waiting for the writer.
     pub writer_backlog: i64,
+    /// The spool's backlog when a batch waits in it (`3 batches (1.4 MiB), the oldest 12 s
+    /// old`, [`WriterStats::describe_backlog`]).
+    pub spool_backlog: Option<String>,
+    /// The store's trouble: why it has not answered since the start (its schema waits,
+    /// `waiting for the store: …`), or `store failing` while delivery fails.
+    pub store_trouble: Option<String>,
     /// The open incidents in a few words, oldest first, `; ` between them (`node_loss of
     /// redis-2-1 on dc-2-host-3 in dc-2`).
     pub open_verdict: Option<String>,
@@ -66,7 +72,21 @@ impl AppState {
             rows_read: follow.sample_rows_read_total.get(),
             newest_fed_seconds: follow.newest_sample_timestamp_seconds.get(),
         });
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as i64);
+        let spool_backlog = (writer.spool_batches.load(Ordering::Relaxed) > 0).then(|| writer.describe_backlog(now_ms));
+        let waiting = self.store.as_ref().and_then(epicenter_store::Store::waiting_for_store);
+        let store_trouble = match waiting {
+            Some(why) => Some(format!("waiting for the store: {}", cause(&why))),
+            None => writer
+                .delivery_failing
+                .load(Ordering::Relaxed)
+                .then(|| "store failing: retrying".to_string()),
+        };
         Status {
+            spool_backlog,
+            store_trouble,
             following,
             targets: self.targets.health(),
             samples_written: writer.sample_rows_written.load(Ordering::Relaxed),
@@ -88,6 +108,9 @@ impl Status {
 
     /// One line: `targets 41 up, 1 down | 4210 samples/s | writer backlog 0 | no open verdict |
     /// down: redis http://127.0.0.1:9121/metrics: request failed: connection refused` (the
+    /// spool's backlog, `spooled 20 batches (1.4 MiB), the oldest 95 s old`, and the store's
+    /// trouble, `waiting for the store: …` or `store failing: retrying`, before the verdict
+    /// when there are any;
     /// URL without credentials or query, control characters as `?`);
     /// `samples_per_second` is the caller's rate over its last interval. Failed samples are
     /// shown only when there are any.
@@ -138,6 +161,12 @@ impl Status {
             parts.push(format!("{} samples failed", self.samples_failed));
         }
         parts.push(format!("writer backlog {}", self.writer_backlog));
+        if let Some(backlog) = &self.spool_backlog {
+            parts.push(format!("spooled {backlog}"));
+        }
+        if let Some(trouble) = &self.store_trouble {
+            parts.push(printable(trouble));
+        }
         parts.push(self.verdict_part());
         // Last, so that a narrow terminal cuts the detail rather than the counts.
         if let Some(down) = &targets.first_down {
@@ -217,6 +246,8 @@ mod tests {
             samples_written: 10,
             samples_failed: 0,
             writer_backlog: 3,
+            spool_backlog: None,
+            store_trouble: None,
             open_verdict: None,
             following: None,
         };
@@ -237,6 +268,23 @@ mod tests {
             "targets 0 up, 0 down, 2 not scraped yet | 0 samples/s | 7 samples failed | writer backlog 3 | open verdict: node_loss of redis-2-1 on dc-2-host-3 in dc-2"
         );
         assert_eq!(status.counted(), 10);
+        // Through an outage: the spool's backlog and the store's trouble, before the verdict.
+        let stats = WriterStats::default();
+        stats.spool_batches.store(20, std::sync::atomic::Ordering::Relaxed);
+        stats
+            .spool_bytes
+            .store(3 * 1024 * 1024 / 2, std::sync::atomic::Ordering::Relaxed);
+        stats
+            .spool_oldest_written_ms
+            .store(1_000_000, std::sync::atomic::Ordering::Relaxed);
+        status.spool_backlog = Some(stats.describe_backlog(1_095_400));
+        status.store_trouble = Some("waiting for the store: Connection refused (os error 111)".into());
+        assert_eq!(
+            status.line(0.0),
+            "targets 0 up, 0 down, 2 not scraped yet | 0 samples/s | 7 samples failed | writer backlog 3 | spooled 20 batches (1.5 MiB), the oldest 95 s old | waiting for the store: Connection refused (os error 111) | open verdict: node_loss of redis-2-1 on dc-2-host-3 in dc-2"
+        );
+        status.spool_backlog = None;
+        status.store_trouble = None;
         // `epicenter detect` tells of what it reads back instead of targets and writer.
         status.following = Some(Following {
             instances: 42,

@@ -45,6 +45,7 @@ pub struct Telemetry {
     scrapes_total: IntCounterVec,
     samples_scraped_total: IntCounterVec,
     samples_duplicate_total: IntCounterVec,
+    samples_out_of_bounds_total: IntCounterVec,
     scrapes_skipped_total: IntCounterVec,
     scrapes_starved_total: IntCounterVec,
     /// Scrape outcomes waiting for the writer.
@@ -127,6 +128,13 @@ impl Telemetry {
             ),
             &[LABEL_JOB],
         )?;
+        let samples_out_of_bounds_total = IntCounterVec::new(
+            Opts::new(
+                "epicenter_scrape_samples_out_of_bounds_total",
+                "Samples refused because their timestamp lay more than 10 minutes after their scrape's time (reason too_far_ahead) or more than an hour before it (too_old); neither stored nor read by the detector (Prometheus: prometheus_target_scrapes_sample_out_of_bounds_total).",
+            ),
+            &[LABEL_JOB, LABEL_REASON],
+        )?;
         let scrapes_skipped_total = IntCounterVec::new(
             Opts::new(
                 "epicenter_scrapes_skipped_total",
@@ -149,6 +157,7 @@ impl Telemetry {
         registry.register(Box::new(scrapes_total.clone()))?;
         registry.register(Box::new(samples_scraped_total.clone()))?;
         registry.register(Box::new(samples_duplicate_total.clone()))?;
+        registry.register(Box::new(samples_out_of_bounds_total.clone()))?;
         registry.register(Box::new(scrapes_skipped_total.clone()))?;
         registry.register(Box::new(scrapes_starved_total.clone()))?;
         registry.register(Box::new(writer_queue_depth.clone()))?;
@@ -251,6 +260,7 @@ impl Telemetry {
             scrapes_total,
             samples_scraped_total,
             samples_duplicate_total,
+            samples_out_of_bounds_total,
             scrapes_skipped_total,
             scrapes_starved_total,
             writer_queue_depth,
@@ -331,6 +341,14 @@ impl Telemetry {
             self.samples_duplicate_total
                 .with_label_values(&[report.job.as_str()])
                 .inc_by(report.samples_duplicate);
+        }
+        for reason in epicenter_store::rows::OutOfBounds::ALL {
+            let refused = report.samples_out_of_bounds[reason.index()];
+            if refused > 0 {
+                self.samples_out_of_bounds_total
+                    .with_label_values(&[report.job.as_str(), reason.as_str()])
+                    .inc_by(refused);
+            }
         }
     }
 
@@ -597,14 +615,38 @@ const WRITER_COUNTERS: [(&str, &str); 4] = [
     ),
 ];
 
+/// (name, help) of the spool's backlog gauges, read from [`WriterStats`] at collection.
+const SPOOL_GAUGES: [(&str, &str); 3] = [
+    (
+        "epicenter_spool_backlog_batches",
+        "Batches waiting in the spool for the store (the one being delivered included); grows while the store is down.",
+    ),
+    (
+        "epicenter_spool_backlog_bytes",
+        "Bytes on disk of the batches waiting in the spool.",
+    ),
+    (
+        "epicenter_spool_oldest_batch_age_seconds",
+        "Age of the oldest batch waiting in the spool, seconds (0 when none waits): how long the store has been behind.",
+    ),
+];
+
 impl WriterCollector {
     fn new(stats: Arc<WriterStats>) -> Result<WriterCollector, prometheus::Error> {
         let descriptions = WRITER_COUNTERS
             .iter()
+            .chain(SPOOL_GAUGES.iter())
             .map(|(name, help)| Desc::new(name.to_string(), help.to_string(), Vec::new(), Default::default()))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(WriterCollector { stats, descriptions })
     }
+}
+
+/// The wall clock, ms since the epoch.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as i64)
 }
 
 fn counter_family(name: &str, help: &str, values: &[(Option<(&str, &str)>, u64)]) -> MetricFamily {
@@ -661,6 +703,21 @@ impl Collector for WriterCollector {
                 WRITER_COUNTERS[3].0,
                 WRITER_COUNTERS[3].1,
                 &[(None, stats.spool_dropped_rows.load(Ordering::Relaxed))],
+            ),
+            gauge_family(
+                SPOOL_GAUGES[0].0,
+                SPOOL_GAUGES[0].1,
+                vec![(Vec::new(), stats.spool_batches.load(Ordering::Relaxed) as f64)],
+            ),
+            gauge_family(
+                SPOOL_GAUGES[1].0,
+                SPOOL_GAUGES[1].1,
+                vec![(Vec::new(), stats.spool_bytes.load(Ordering::Relaxed) as f64)],
+            ),
+            gauge_family(
+                SPOOL_GAUGES[2].0,
+                SPOOL_GAUGES[2].1,
+                vec![(Vec::new(), stats.spool_oldest_age_seconds(now_ms()))],
             ),
         ]
     }
