@@ -30,14 +30,29 @@ redis_commands_total{cmd=\"set\"} 56
 go_goroutines 12
 ";
 
-const OPENMETRICS_BODY: &str = "\
-# TYPE lettuce_command_completion_seconds histogram
-lettuce_command_completion_seconds_bucket{le=\"0.01\"} 3 1700000000.250
-lettuce_command_completion_seconds_bucket{le=\"+Inf\"} 5 1700000000.250
-lettuce_command_completion_seconds_count 5 1700000000.250
-lettuce_command_completion_seconds_sum 0.02 1700000000.250
-# EOF
-";
+/// The exposition timestamp the `/om` route prints, in Unix milliseconds: thirty seconds
+/// before the test started plus 250 ms, so it lies inside the collector's sample bounds
+/// (at most one hour behind the scrape) and differs from the scrape's own time.
+static OPENMETRICS_STAMP_MS: std::sync::LazyLock<i64> = std::sync::LazyLock::new(|| {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    (now.as_secs() as i64 - 30) * 1000 + 250
+});
+
+/// An OpenMetrics histogram whose samples carry [`OPENMETRICS_STAMP_MS`] (in seconds, as
+/// the OpenMetrics text format writes timestamps).
+fn openmetrics_body() -> String {
+    let stamp = format!("{}.{:03}", *OPENMETRICS_STAMP_MS / 1000, *OPENMETRICS_STAMP_MS % 1000);
+    format!(
+        "# TYPE lettuce_command_completion_seconds histogram\n\
+lettuce_command_completion_seconds_bucket{{le=\"0.01\"}} 3 {stamp}\n\
+lettuce_command_completion_seconds_bucket{{le=\"+Inf\"}} 5 {stamp}\n\
+lettuce_command_completion_seconds_count 5 {stamp}\n\
+lettuce_command_completion_seconds_sum 0.02 {stamp}\n\
+# EOF\n"
+    )
+}
 
 fn gzip(text: &str) -> Vec<u8> {
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
@@ -57,7 +72,7 @@ async fn exporter() -> String {
             get(|| async {
                 (
                     [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0")],
-                    OPENMETRICS_BODY,
+                    openmetrics_body(),
                 )
             }),
         )
@@ -297,7 +312,7 @@ async fn openmetrics_timestamps_are_honoured_and_gzip_is_read() {
     assert!(outcome.report.up, "{:?}", outcome.report.error);
     let bucket = &outcome.rows[0];
     assert_eq!(bucket.series.name, "lettuce_command_completion_seconds_bucket");
-    assert_eq!(bucket.timestamp_ms, 1_700_000_000_250);
+    assert_eq!(bucket.timestamp_ms, *OPENMETRICS_STAMP_MS);
     let ignored = scrape_once(&address, "/om", "    honor_timestamps: false\n").await;
     assert_eq!(ignored.rows[0].timestamp_ms, ignored.report.timestamp_ms);
 

@@ -165,7 +165,8 @@ pub fn read_only_refusal(sql: &str) -> Option<String> {
                     word.to_ascii_uppercase()
                 ));
             }
-            Token::Word(word) if word == "settings" => {
+            // The SETTINGS clause; `system.settings` (a table after `.`) is not one.
+            Token::Word(word) if word == "settings" && (index == 0 || statement[index - 1] != Token::Symbol('.')) => {
                 return refuse("query-level SETTINGS (the endpoint's limits and readonly are fixed)".to_string());
             }
             _ => {}
@@ -358,6 +359,8 @@ mod tests {
             "CREATE DICTIONARY d (x UInt64) PRIMARY KEY x SOURCE(FILE(path '/etc/passwd' format 'TSV')) LAYOUT(FLAT()) LIFETIME(0)",
             "SET max_memory_usage = 0",
             "SELECT 1 SETTINGS readonly = 0",
+            "SELECT name FROM system.settings SETTINGS readonly = 0",
+            "SELECT 1 settings\nmax_execution_time = 0",
             "SELECT 1 #!\nKILL QUERY WHERE 1",
             "SELECT 1 # comment",
             "SELECT $$; KILL QUERY WHERE 1; $$",
@@ -391,6 +394,9 @@ mod tests {
             "(SELECT 1) UNION ALL (SELECT 2)",
             "SELECT name FROM system.tables WHERE database = 'epicenter'",
             "SELECT * FROM system.one",
+            // What clickhouse-connect (PyPI) asks when it connects.
+            "SELECT name, value, readonly FROM system.settings LIMIT 10000",
+            "SELECT value FROM `system` . settings WHERE name = 'readonly'",
             "SELECT profile FROM t WHERE filename = 'x'",
             "SELECT count() FROM numbers(10)",
             "SELECT timeSeriesRateToGrid(0, 10, 1, 5)(time, value) FROM t",
