@@ -16,8 +16,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{
-    epicenter_log, free_port, official_clients, output_of, require, signal, start_epicenter_with, wait_port, Guard,
-    Signal,
+    epicenter_log, official_clients, output_of, require, signal, start_live_store, wait_port, LiveStore, Signal,
 };
 
 const PASSWORD: &str = "s3cret-live-Pa55";
@@ -104,25 +103,19 @@ fn the_live_store_answers_over_http_refuses_every_attack_and_sql_uses_it() {
     if require(&[]).is_none() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("epicenter-live-sql-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let api = format!("127.0.0.1:{}", free_port());
-    let sql_port = free_port();
-    let data = dir.join("data");
-    let config = format!(
-        "global: {{scrape_interval: 300ms, scrape_timeout: 250ms}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n  - job_name: self\n    static_configs: [{{targets: ['{api}']}}]\nstorage:\n  embedded: {{path: '{}'}}\n  http:\n    listen_address: '127.0.0.1:{sql_port}'\n    users: [{{name: grafana, password_env: EPICENTER_TEST_SQL_PASSWORD}}]\ndetector: {{enabled: false}}\n",
-        data.display()
-    );
-    let mut guard = Guard::default();
-    start_epicenter_with(
-        &dir,
-        &api,
+    let LiveStore {
+        dir,
+        api,
+        sql_port,
+        data,
+        mut guard,
+    } = start_live_store(
+        "live-sql",
+        ("300ms", "250ms"),
+        "    users: [{name: grafana, password_env: EPICENTER_TEST_SQL_PASSWORD}]\n",
         &[("EPICENTER_TEST_SQL_PASSWORD", PASSWORD)],
-        &config,
-        &mut guard,
     );
-    // The endpoint is served before the API binds: by the time `start_epicenter_with` saw the
+    // The endpoint is served before the API binds: by the time `start_live_store` saw the
     // API's port take connections, `sql --data` can find it (CI once asked in between).
     assert_eq!(
         std::fs::read_to_string(data.join("http-endpoint")).ok().as_deref(),

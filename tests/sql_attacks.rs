@@ -30,7 +30,7 @@ mod common;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use common::{epicenter_log, free_port, require, start_epicenter_with, wait_port, Guard};
+use common::{epicenter_log, require, start_live_store, wait_port, LiveStore};
 use epicenter_store::http::LIVE_SLOT_WAIT;
 
 /// A value only epicenter's environment holds: no answer may contain it.
@@ -92,22 +92,17 @@ fn every_attack_on_the_live_endpoint_is_refused_and_questions_are_answered() {
     if require(&[]).is_none() {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("epicenter-sql-attacks-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let api = format!("127.0.0.1:{}", free_port());
-    let port = free_port();
+    // `default` without a password: the default on loopback.
+    let LiveStore {
+        dir,
+        api,
+        sql_port: port,
+        guard,
+        ..
+    } = start_live_store("sql-attacks", ("1s", "900ms"), "", &[("EPICENTER_TEST_CANARY", CANARY)]);
     let host = format!("127.0.0.1:{port}");
-    let data = dir.join("data");
     let password_file = dir.join("grafana.password");
     std::fs::write(&password_file, format!("{FILE_PASSWORD}\n")).unwrap();
-    // `default` without a password: the default on loopback.
-    let config = format!(
-        "global: {{scrape_interval: 1s, scrape_timeout: 900ms}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n  - job_name: self\n    static_configs: [{{targets: ['{api}']}}]\nstorage:\n  embedded: {{path: '{}'}}\n  http:\n    listen_address: '{host}'\ndetector: {{enabled: false}}\n",
-        data.display()
-    );
-    let mut guard = Guard::default();
-    start_epicenter_with(&dir, &api, &[("EPICENTER_TEST_CANARY", CANARY)], &config, &mut guard);
     assert!(
         wait_port(port, Duration::from_secs(30)),
         "no SQL endpoint: {}",

@@ -38,6 +38,7 @@ use serde::Serialize;
 use crate::rules::{Class, Resource, Role, Rule, ValueKind};
 use crate::signal::{Signal, Tuning};
 
+mod evict;
 mod graph;
 mod kind;
 mod lifecycle;
@@ -341,10 +342,12 @@ pub struct Detector {
     signal_index: HashMap<String, usize>,
     /// Per instance name, per series id ([`epicenter_store::rows::series_id`]): the signals
     /// the series feeds (index into `signals`, and the part it gives), worked out when the
-    /// series is first observed through [`Detector::observe_series`]. A known series then
-    /// costs one integer lookup per sample instead of rule matching and a key built from its
-    /// labels.
-    series_feeds: HashMap<String, FxHashMap<u64, Vec<(usize, Part)>>>,
+    /// series is first observed through [`Detector::observe_series`], with when the series was
+    /// last observed (samples' clock, ms). A known series then costs one integer lookup per
+    /// sample instead of rule matching and a key built from its labels.
+    series_feeds: HashMap<String, FxHashMap<u64, (i64, Vec<(usize, Part)>)>>,
+    /// When [`Detector::evict_stale`] last looked (samples' clock, ms).
+    evicted_ms: i64,
     /// Roles rules gave an instance (keyed by its name) or a peer (keyed by the peer value as
     /// the label carries it, resolved when read): learned when a series is first seen.
     roles: HashMap<String, BTreeSet<Role>>,
@@ -404,6 +407,7 @@ impl Detector {
             signals: Vec::new(),
             signal_index: HashMap::new(),
             series_feeds: HashMap::new(),
+            evicted_ms: i64::MIN,
             roles: HashMap::new(),
             last_seen: HashMap::new(),
             lost_input_ms: i64::MIN,
@@ -432,6 +436,7 @@ impl Detector {
     /// Judges everything observed since the last call and ranks candidates at `time_ms`.
     pub fn assess(&mut self, time_ms: i64) -> Assessment {
         let tuning = self.settings.tuning;
+        self.evict_stale(time_ms);
         self.sum_aggregates();
         let mut anomalies = Vec::new();
         for entry in &mut self.signals {

@@ -283,6 +283,10 @@ pub struct Round {
     /// the detector's own lag ([`Round::held_by`]), or by late scrapes in it or the round
     /// before.
     pub held: bool,
+    /// What the detector holds after this round ([`Detector::held`]): signals (each with its
+    /// baseline), and series in its per-series lookup. Both level off under series churn,
+    /// since series unseen for the staleness period are forgotten.
+    pub holds: (usize, usize),
 }
 
 /// How often [`BehindNotice`] speaks, at most.
@@ -457,8 +461,10 @@ pub async fn run(
                         detector.observe_series(batch.time_ms, &batch.instance, &batch.samples, !batch.reported);
                     }
                     let assessment = detector.assess(time_ms);
+                    let holds = detector.held();
                     let instances = detector.instances();
                     let mut round = Round {
+                        holds,
                         time_ms: assessment.time_ms,
                         new_anomalies: new_anomaly_rows(&assessment, instances),
                         events: tracker.track(&assessment),
@@ -775,6 +781,7 @@ mod tests {
             held_by: held_by_ms.map(Duration::from_millis),
             late_scrapes: 0,
             held: held_by_ms.is_some(),
+            holds: (0, 0),
         };
         let mut notice = BehindNotice::default();
         assert_eq!(notice.note(&round(3, None)), None);

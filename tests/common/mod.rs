@@ -439,6 +439,53 @@ pub(crate) fn describe(verdict: &serde_json::Value) -> String {
     )
 }
 
+/// An `epicenter run` that scrapes itself into an embedded store with its live SQL endpoint
+/// on: what tests/live_sql.rs and tests/sql_attacks.rs ask. Started by [`start_live_store`].
+pub(crate) struct LiveStore {
+    /// Its own folder under the temporary directory (config, log, store).
+    pub dir: PathBuf,
+    /// Its API's `host:port` (the one target it scrapes).
+    pub api: String,
+    /// The SQL endpoint's port on 127.0.0.1.
+    pub sql_port: u16,
+    /// The embedded store's folder.
+    pub data: PathBuf,
+    /// The process, stopped when this is dropped.
+    pub guard: Guard,
+}
+
+/// Starts a [`LiveStore`] in a fresh folder named `name` (and the test's pid): scraping its
+/// own API every `interval` with `timeout` (YAML durations),
+/// the detector off, `storage.http` listening on a free port with `http_lines` (YAML at four
+/// spaces' indent, e.g. `    users: [...]\n`) after `listen_address`, and `env` set. Returns
+/// once the API answers; the SQL endpoint may still be starting (callers wait for its port).
+pub(crate) fn start_live_store(
+    name: &str,
+    (interval, timeout): (&str, &str),
+    http_lines: &str,
+    env: &[(&str, &str)],
+) -> LiveStore {
+    let dir = std::env::temp_dir().join(format!("epicenter-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let api = format!("127.0.0.1:{}", free_port());
+    let sql_port = free_port();
+    let data = dir.join("data");
+    let config = format!(
+        "global: {{scrape_interval: {interval}, scrape_timeout: {timeout}}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n  - job_name: self\n    static_configs: [{{targets: ['{api}']}}]\nstorage:\n  embedded: {{path: '{}'}}\n  http:\n    listen_address: '127.0.0.1:{sql_port}'\n{http_lines}detector: {{enabled: false}}\n",
+        data.display()
+    );
+    let mut guard = Guard::default();
+    start_epicenter_with(&dir, &api, env, &config, &mut guard);
+    LiveStore {
+        dir,
+        api,
+        sql_port,
+        data,
+        guard,
+    }
+}
+
 /// The last 40 lines of `dir/epicenter.log`, for failure messages.
 pub(crate) fn epicenter_log(dir: &std::path::Path) -> String {
     let text = std::fs::read_to_string(dir.join("epicenter.log")).unwrap_or_default();

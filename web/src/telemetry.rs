@@ -56,6 +56,8 @@ pub struct Telemetry {
     detector_round_lag_seconds: Histogram,
     /// Detector rounds judged behind (late; no verdict opened in them).
     detector_rounds_held_total: IntCounter,
+    detector_signals: IntGauge,
+    detector_series: IntGauge,
     /// Scrapes the detector never saw: its queue was full (a detector behind the scrapes).
     pub detector_batches_dropped_total: IntCounter,
     /// Detector rounds judged.
@@ -182,6 +184,16 @@ impl Telemetry {
             "Detector rounds judged behind: the round or the one before ran late by a quarter of the tick or more, so no verdict opened in it.",
         )?;
         registry.register(Box::new(detector_rounds_held_total.clone()))?;
+        let detector_signals = IntGauge::new(
+            "epicenter_detector_signals",
+            "Signals the detector holds (each with its baseline) after its last round; series unseen for five minutes while their instance answers are forgotten.",
+        )?;
+        registry.register(Box::new(detector_signals.clone()))?;
+        let detector_series = IntGauge::new(
+            "epicenter_detector_series",
+            "Series in the detector's per-series lookup after its last round (whether or not a rule reads them); forgotten like its signals.",
+        )?;
+        registry.register(Box::new(detector_series.clone()))?;
         let detector_batches_dropped_total = IntCounter::new(
             "epicenter_detector_batches_dropped_total",
             "Scrapes whose samples never reached the detector because its queue was full (it was behind the scrapes); rounds with such losses are held and the targets are not judged silent for them.",
@@ -267,6 +279,8 @@ impl Telemetry {
             verdict_open,
             detector_round_lag_seconds,
             detector_rounds_held_total,
+            detector_signals,
+            detector_series,
             detector_batches_dropped_total,
             detector_rounds_total,
             detector_round_duration_seconds,
@@ -291,6 +305,8 @@ impl Telemetry {
         if round.held {
             self.detector_rounds_held_total.inc();
         }
+        self.detector_signals.set(round.holds.0 as i64);
+        self.detector_series.set(round.holds.1 as i64);
         for anomaly in &round.new_anomalies {
             self.detector_anomalies_total
                 .with_label_values(&[anomaly.class.as_str()])

@@ -352,6 +352,9 @@ async fn detector_rounds_on_a_driven_clock_are_counted() {
         Some(expected)
     );
     assert_eq!(metric("epicenter_detector_rounds_held_total", &[]), Some(0.0));
+    // One series (redis_up), read by one rule: one signal, one series held.
+    assert_eq!(metric("epicenter_detector_signals", &[]), Some(1.0));
+    assert_eq!(metric("epicenter_detector_series", &[]), Some(1.0));
     assert_eq!(
         metric("epicenter_detector_anomalies_total", &[("class", "availability")]),
         Some(1.0)

@@ -30,12 +30,16 @@ pub(super) struct SignalEntry {
     pub(super) feeders: Vec<usize>,
     /// For one series of an aggregate: its latest interval value and when it was read (ms).
     pub(super) latest: Option<(i64, f64)>,
+    /// When a sample last reached this signal (samples' clock, ms; for an aggregate, its
+    /// newest series' reading); `i64::MIN` before the first. [`Detector::evict_stale`] reads it.
+    pub(super) seen_ms: i64,
 }
 
 impl SignalEntry {
     /// Takes one sample (a value, or a mean's `_sum` or `_count`) observed at `time_ms` into the
     /// reading pending for the next `assess`.
     pub(super) fn take(&mut self, time_ms: i64, part: Part, value: f64) {
+        self.seen_ms = self.seen_ms.max(time_ms);
         let (mut sum, mut count, mut has_sum, mut has_count) = (0.0, 0.0, false, false);
         if let Some((_, pending_sum, pending_count, pending_has_sum, pending_has_count)) = self.pending {
             (sum, count, has_sum, has_count) = (pending_sum, pending_count, pending_has_sum, pending_has_count);
@@ -95,6 +99,7 @@ impl Detector {
                 .map(|(_, value)| value)
                 .sum();
             self.signals[aggregate].pending = Some((newest, sum, 0.0, true, true));
+            self.signals[aggregate].seen_ms = self.signals[aggregate].seen_ms.max(newest);
         }
     }
 
@@ -148,14 +153,15 @@ impl Detector {
         let mut by_series = self.series_feeds.remove(&instance.name).unwrap_or_default();
         let mut key = String::new();
         for (series, value) in samples {
-            let feeds = match by_series.entry(series.id) {
+            let (seen_ms, feeds) = match by_series.entry(series.id) {
                 std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
                 std::collections::hash_map::Entry::Vacant(new) => {
                     let mut feeds = Vec::new();
                     self.feeds(instance, &series.name, &series.labels, &mut key, &mut feeds);
-                    new.insert(feeds)
+                    new.insert((time_ms, feeds))
                 }
             };
+            *seen_ms = (*seen_ms).max(time_ms);
             for &(index, part) in feeds.iter() {
                 self.signals[index].take(time_ms, part, *value);
             }
@@ -273,6 +279,7 @@ impl Detector {
                             into: None,
                             feeders: Vec::new(),
                             latest: None,
+                            seen_ms: i64::MIN,
                         });
                         let index = self.signals.len() - 1;
                         self.signal_index.insert(aggregate_key, index);
@@ -318,6 +325,7 @@ impl Detector {
                 into,
                 feeders: Vec::new(),
                 latest: None,
+                seen_ms: i64::MIN,
             });
             let index = self.signals.len() - 1;
             if let Some(aggregate) = into {
