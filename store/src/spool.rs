@@ -584,8 +584,7 @@ impl Spool {
     /// Whether the store acknowledged batch `sequence`'s insert into `table`
     /// ([`Spool::acknowledge`]).
     pub fn acknowledged(&self, sequence: u64, table: Table) -> bool {
-        fs::read_to_string(self.file(sequence, "acked"))
-            .is_ok_and(|text| text.lines().any(|line| line == table.name()))
+        fs::read_to_string(self.file(sequence, "acked")).is_ok_and(|text| text.lines().any(|line| line == table.name()))
     }
 
     /// Removes batch `sequence` (acknowledged by the store, or dropped).
@@ -648,7 +647,11 @@ mod tests {
         fs::write(dir.join("00000000000000000009.tmp"), b"half a record").unwrap();
         drop(spool);
         let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
-        assert_eq!(spool.token(1, crate::schema::Table::Series), token, "tokens survive a restart");
+        assert_eq!(
+            spool.token(1, crate::schema::Table::Series),
+            token,
+            "tokens survive a restart"
+        );
         assert_eq!(spool.backlog(), (3, 3 * (HEADER as u64 + 107)));
         assert!(!dir.join("00000000000000000009.tmp").exists());
         let mut seen = Vec::new();
@@ -717,7 +720,15 @@ mod tests {
         let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
         let batch = spool.oldest().unwrap().unwrap();
         assert_eq!(
-            (batch.sequence, batch.sample_rows, batch.samples, batch.series_rows, batch.series, batch.scrape_rows, batch.scrapes),
+            (
+                batch.sequence,
+                batch.sample_rows,
+                batch.samples,
+                batch.series_rows,
+                batch.series,
+                batch.scrape_rows,
+                batch.scrapes
+            ),
             (5, 2, b"samples!".to_vec(), 1, b"series".to_vec(), 3, b"scr".to_vec())
         );
         let _ = fs::remove_dir_all(&dir);
@@ -866,7 +877,10 @@ mod tests {
         assert_eq!(recovered.sequence, 1);
         assert_eq!((recovered.sample_rows, recovered.scrape_rows), (12, 3));
         assert_eq!(recovered.samples, [vec![1u8; 4], vec![2u8; 4], vec![3u8; 4]].concat());
-        assert_eq!(recovered.scrapes, [vec![!1u8; 7], vec![!2u8; 7], vec![!3u8; 7]].concat());
+        assert_eq!(
+            recovered.scrapes,
+            [vec![!1u8; 7], vec![!2u8; 7], vec![!3u8; 7]].concat()
+        );
         assert_eq!(spool.begin().unwrap().sequence(), 2);
         let _ = fs::remove_dir_all(&dir);
     }
@@ -881,7 +895,11 @@ mod tests {
         spool.append(&mut batch(1, 10)).unwrap();
         let tables = [Table::Series, Table::SampleValues, Table::Scrapes];
         let tokens: Vec<String> = tables.iter().map(|table| spool.token(0, *table)).collect();
-        assert_eq!(tokens.iter().collect::<std::collections::HashSet<_>>().len(), 3, "{tokens:?}");
+        assert_eq!(
+            tokens.iter().collect::<std::collections::HashSet<_>>().len(),
+            3,
+            "{tokens:?}"
+        );
         spool.acknowledge(0, Table::Series);
         spool.acknowledge(0, Table::SampleValues);
         drop(spool);
@@ -963,8 +981,18 @@ mod tests {
         let resolved = settings.resolve(Path::new("./data/spool")).unwrap();
         assert_eq!(resolved.path, PathBuf::from("./data/spool"));
         assert_eq!(
-            (resolved.max_size, resolved.max_age, resolved.fsync, resolved.sync_interval),
-            (ByteSize(1 << 30), Duration::from_secs(86_400), true, Duration::from_secs(1))
+            (
+                resolved.max_size,
+                resolved.max_age,
+                resolved.fsync,
+                resolved.sync_interval
+            ),
+            (
+                ByteSize(1 << 30),
+                Duration::from_secs(86_400),
+                true,
+                Duration::from_secs(1)
+            )
         );
         let off = SpoolSettings {
             enabled: false,

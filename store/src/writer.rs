@@ -591,7 +591,12 @@ async fn deliver<S: Sink>(
             };
             let sequence = batch.as_ref().map_or(0, |batch| batch.sequence);
             let tables = [Table::Series, Table::SampleValues, Table::Scrapes];
-            let tokens = tables.map(|table| (shared.spool.token(sequence, table), shared.spool.acknowledged(sequence, table)));
+            let tokens = tables.map(|table| {
+                (
+                    shared.spool.token(sequence, table),
+                    shared.spool.acknowledged(sequence, table),
+                )
+            });
             Some((batch, tokens))
         };
         let Some(next) = with_shared(&shared, oldest).await else {
@@ -971,7 +976,9 @@ mod tests {
             sync_interval: Duration::from_secs(1),
         };
         let spool = Spool::open(&config).unwrap();
-        let tokens = (0..batches).map(|sequence| spool.token(sequence, Table::SampleValues)).collect();
+        let tokens = (0..batches)
+            .map(|sequence| spool.token(sequence, Table::SampleValues))
+            .collect();
         let sink = Arc::new(TokenRecorder::default());
         sink.failures.store(failures, Ordering::SeqCst);
         let stats = Arc::new(WriterStats::default());
@@ -1037,7 +1044,9 @@ mod tests {
         let spool = loop {
             match Spool::open(&config) {
                 Ok(spool) => break spool,
-                Err(_) if started.elapsed() < Duration::from_secs(10) => tokio::time::sleep(Duration::from_millis(1)).await,
+                Err(_) if started.elapsed() < Duration::from_secs(10) => {
+                    tokio::time::sleep(Duration::from_millis(1)).await
+                }
                 Err(error) => panic!("{error}"),
             }
         };
@@ -1094,7 +1103,11 @@ mod tests {
         run_spooled_writer(sink.clone(), limits(1, 1000), inbox, stats.clone(), spool).await;
         let writes = sink.writes.lock().unwrap().clone();
         assert_eq!(writes, [(Table::Scrapes, scrapes_token, batch.scrapes.len())]);
-        assert_eq!(stats.sample_rows_written.load(Ordering::SeqCst), 5, "counted as stored before");
+        assert_eq!(
+            stats.sample_rows_written.load(Ordering::SeqCst),
+            5,
+            "counted as stored before"
+        );
         assert_eq!(Spool::open(&config).unwrap().backlog(), (0, 0));
         let _ = std::fs::remove_dir_all(&config.path);
     }

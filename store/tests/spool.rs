@@ -191,7 +191,11 @@ async fn nothing_accepted_is_lost_or_doubled_across_an_outage_and_a_crash() {
         (Table::Scrapes, &batches[0].scrapes),
     ] {
         let token: Arc<str> = spool.token(batches[0].sequence, table).into();
-        crashed.clone().write(table, Arc::new(data.clone()), token).await.unwrap();
+        crashed
+            .clone()
+            .write(table, Arc::new(data.clone()), token)
+            .await
+            .unwrap();
     }
     drop(spool);
     // The restart: the writer replays the spool, then stops (no new scrapes).
@@ -250,7 +254,11 @@ async fn a_batch_cut_between_its_inserts_is_stored_whole_by_the_replay() {
         (Table::SampleValues, &batches[0].samples),
     ] {
         let token: Arc<str> = spool.token(batches[0].sequence, table).into();
-        engine.clone().write(table, Arc::new(data.clone()), token).await.unwrap();
+        engine
+            .clone()
+            .write(table, Arc::new(data.clone()), token)
+            .await
+            .unwrap();
     }
     drop(spool);
     let limits = BatchingConfig {

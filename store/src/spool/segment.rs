@@ -245,7 +245,10 @@ mod tests {
         let mut damaged = bytes.clone();
         *damaged.last_mut().unwrap() ^= 0x40;
         let read = scan(&damaged).unwrap();
-        assert_eq!((read.records, read.broken), (1, Some("a damaged record (checksum mismatch)")));
+        assert_eq!(
+            (read.records, read.broken),
+            (1, Some("a damaged record (checksum mismatch)"))
+        );
         assert!(scan(b"EPSPOOL2........").is_none());
     }
 
@@ -262,7 +265,10 @@ mod tests {
         let second = encode_record(&scrape(2));
         segment.append(&second[..second.len() - 3]).unwrap();
         drop(segment);
-        assert_eq!(recover(&path).unwrap(), (1, Some("a torn record (shorter than its lengths say)")));
+        assert_eq!(
+            recover(&path).unwrap(),
+            (1, Some("a torn record (shorter than its lengths say)"))
+        );
         assert_eq!(fs::metadata(&path).unwrap().len(), whole);
         assert_eq!(recover(&path).unwrap(), (1, None), "recovery is idempotent");
         let _ = fs::remove_dir_all(&dir);

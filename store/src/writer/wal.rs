@@ -19,7 +19,7 @@ use crate::spool::{segment, Segment, SpoolError, SpooledBatch};
 pub(super) const FULL_DISK_SAID_EVERY: Duration = Duration::from_secs(10);
 
 /// Free bytes asked beyond a record when the disk is full: the next few records fit too.
-const ROOM_BEYOND_THE_RECORD: u64 = 1 << 20;
+const ROOM_BEYOND_THE_RECORD: u64 = 64 << 10;
 
 /// The writer's side of the write-ahead spool: the open segment, and what the log last said
 /// of scrapes dropped on a full disk.
@@ -87,11 +87,18 @@ impl WriteAhead {
             Ok(()) => batch.extend(record, noted),
             Err(error) => {
                 noted.iter().for_each(|series| series.forget_series_row());
-                stats.spool_dropped_rows.fetch_add(record.sample_rows, Ordering::Relaxed);
-                stats.sample_rows_failed.fetch_add(record.sample_rows, Ordering::Relaxed);
+                stats
+                    .spool_dropped_rows
+                    .fetch_add(record.sample_rows, Ordering::Relaxed);
+                stats
+                    .sample_rows_failed
+                    .fetch_add(record.sample_rows, Ordering::Relaxed);
                 self.dropped_unsaid += 1;
                 let now = Instant::now();
-                if self.said_at.is_none_or(|said| now.duration_since(said) >= FULL_DISK_SAID_EVERY) {
+                if self
+                    .said_at
+                    .is_none_or(|said| now.duration_since(said) >= FULL_DISK_SAID_EVERY)
+                {
                     tracing::error!(
                         %error,
                         scrapes = self.dropped_unsaid,
