@@ -1204,8 +1204,14 @@ fn e2e_fault_5_the_spool_disk_fills_then_space_returns() {
         world.await_stored(10, Duration::from_secs(60)),
         "nothing stored before the fault"
     );
-    // The server refuses, so batches stay spooled; then the disk fills up.
+    // The server refuses, so batches stay spooled (a few wait); then the disk fills up.
     world.proxy.set(Mode::Refuse);
+    let refused = Instant::now();
+    while own_metric(&world.api, "epicenter_spool_backlog_batches").unwrap_or(0) < 5
+        && refused.elapsed() < Duration::from_secs(30)
+    {
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let filler = spool_dir.join("filler");
     {
         let mut file = std::fs::File::create(&filler).unwrap();
@@ -1227,12 +1233,16 @@ fn e2e_fault_5_the_spool_disk_fills_then_space_returns() {
         .filter(|line| line.contains("No space left on device"))
         .collect();
     eprintln!("disk full: {full:?}");
-    let first = full
-        .first()
-        .unwrap_or_else(|| panic!("no log line on the full disk\n{log}"));
+    assert!(!full.is_empty(), "no log line on the full disk\n{log}");
+    // Before any scrape is dropped, older batches were (for the volume's free space when a
+    // batch was sealed, or to make room for a scrape).
+    let first_drop = log
+        .lines()
+        .position(|line| line.contains(made_room) || line.contains("short of free disk space"));
+    let first_scrape_lost = log.lines().position(|line| line.contains("cannot spool the scrape"));
     assert!(
-        first.contains(made_room),
-        "the oldest waiting batch goes first: {first}\n{log}"
+        first_drop.is_some_and(|drop| first_scrape_lost.is_none_or(|lost| drop < lost)),
+        "the oldest waiting batches go first\n{log}"
     );
     std::thread::sleep(Duration::from_secs(5));
     let dropped = own_metric(&world.api, "epicenter_spool_dropped_rows_total").unwrap();
