@@ -99,8 +99,9 @@ pub struct WriterStats {
     pub sample_rows_failed: AtomicU64,
     /// Batches flushed.
     pub batches_flushed: AtomicU64,
-    /// Sample rows the spool dropped to stay under `storage.spool.max_size`, or could not
-    /// take (disk full).
+    /// Sample rows the spool dropped to stay under `storage.spool.max_size`, `max_age` or the
+    /// volume's free space (oldest batches first), or could not take (a scrape on a full disk
+    /// with no older batch left to drop).
     pub spool_dropped_rows: AtomicU64,
     /// Batches waiting in the spool (the one being delivered included), as of the last
     /// change; 0 without a spool (`epicenter_spool_backlog_batches`).
