@@ -14,6 +14,9 @@
 //! 4. `kill -9` of epicenter while an insert has landed but is not yet acknowledged, then a
 //!    restart on the same spool.
 //! 7. The server refuses connections when epicenter starts, for a minute.
+//! 8. `kill -9` of epicenter ten times, at random moments and while an insert into `scrapes`
+//!    is in flight, each followed by a restart: only the scrapes in flight are lost (the
+//!    write-ahead spool), counted by the targets' sequence numbers.
 //!
 //! Fault 1 also checks that the outage shows: the spool's backlog on `/metrics` during it, and
 //! in the log a line when delivery starts failing, one a minute, one when it recovers, and
@@ -164,6 +167,12 @@ enum Mode {
     Flaky,
     /// Forward it, then hold the answer back until the mode changes.
     HoldAnswers,
+    /// An insert into `scrapes`: forward it, then hold the answer back until the mode
+    /// changes ("held"); others are forwarded.
+    HoldScrapesAnswer,
+    /// An insert into `scrapes`: hold it, never forwarded ("held request"); others are
+    /// forwarded.
+    HoldScrapesRequest,
 }
 
 /// A proxy in front of the server's HTTP interface, one request per connection.
@@ -313,6 +322,14 @@ fn relay(
         let _ = write!(client, "HTTP/1.1 200 OK\r\nX-ClickHouse-Exception-Code: 241\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{message}", message.len());
         return;
     }
+    let into_scrapes = head[0].contains("epicenter.scrapes") && head[0].contains("INSERT");
+    if current == Mode::HoldScrapesRequest && into_scrapes {
+        count("held request");
+        while *mode.lock().unwrap() == Mode::HoldScrapesRequest {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        return;
+    }
     // Forward: the same request line and headers, the body with a length.
     let Ok(mut server) = TcpStream::connect(("127.0.0.1", backend)) else {
         return;
@@ -339,9 +356,9 @@ fn relay(
         count("answer lost");
         return;
     }
-    if current == Mode::HoldAnswers {
+    if current == Mode::HoldAnswers || (current == Mode::HoldScrapesAnswer && into_scrapes) {
         count("held");
-        while *mode.lock().unwrap() == Mode::HoldAnswers {
+        while *mode.lock().unwrap() == current {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -415,6 +432,11 @@ impl World {
 
     /// [`World::start_with_spool`] with the proxy in `mode` before epicenter starts.
     fn start_with(name: &str, spool: &Path, mode: Mode) -> Option<World> {
+        World::start_batching(name, spool, mode, "1s")
+    }
+
+    /// [`World::start_with`] with `batching.max_age` as written (`"1s"`).
+    fn start_batching(name: &str, spool: &Path, mode: Mode, max_age: &str) -> Option<World> {
         require(&[])?;
         let dir = std::env::temp_dir().join(format!("epicenter-fault-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -434,7 +456,7 @@ impl World {
         let api = format!("127.0.0.1:{}", free_port());
         let list: Vec<String> = targets.ports.iter().map(|port| format!("'127.0.0.1:{port}'")).collect();
         let config = format!(
-            "global: {{scrape_interval: 1s, scrape_timeout: 900ms}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n  - {{job_name: seq, static_configs: [{{targets: [{}]}}]}}\nstorage:\n  clickhouse: {{url: 'http://127.0.0.1:{}'}}\n  spool: {{path: '{}'}}\nbatching: {{max_age: 1s}}\n",
+            "global: {{scrape_interval: 1s, scrape_timeout: 900ms}}\nserver: {{listen_address: '{api}'}}\nscrape_configs:\n  - {{job_name: seq, static_configs: [{{targets: [{}]}}]}}\nstorage:\n  clickhouse: {{url: 'http://127.0.0.1:{}'}}\n  spool: {{path: '{}'}}\nbatching: {{max_age: {max_age}}}\n",
             list.join(", "),
             proxy.port,
             spool.display()
@@ -924,6 +946,211 @@ fn e2e_fault_4_kill_9_during_an_insert_then_restart() {
     );
 }
 
+/// Stored scrapes of the sequenced job, per target (instance) and response sequence number
+/// (`seq_part` values are sequence × 100 + part): how many `seq_part` samples each holds.
+fn stored_sequences(port: u16) -> std::collections::BTreeMap<String, std::collections::BTreeMap<u64, u64>> {
+    let text = sql(
+        port,
+        "SELECT instance, intDiv(toUInt64(value), 100), count() FROM epicenter.samples WHERE job = 'seq' AND metric = 'seq_part' GROUP BY instance, intDiv(toUInt64(value), 100) FORMAT TabSeparated",
+    );
+    let mut stored: std::collections::BTreeMap<String, std::collections::BTreeMap<u64, u64>> = Default::default();
+    for line in text.lines().filter(|line| !line.is_empty()) {
+        let fields: Vec<&str> = line.split('\t').collect();
+        stored
+            .entry(fields[0].to_string())
+            .or_default()
+            .insert(fields[1].parse().unwrap(), fields[2].parse().unwrap());
+    }
+    stored
+}
+
+/// Fault 8 (issue 39): `kill -9` of `epicenter run` ten times, five at random moments and five
+/// while an insert into `scrapes` is in flight (alternately: it landed and its answer is held,
+/// or it is held before it reaches the server), each followed by a restart on the same spool,
+/// with batches cut every 10 s (`batching.max_age`), so a writer that held its batch in memory
+/// would lose up to 10 scrapes a target per kill. Counted by the targets' own sequence
+/// numbers: per kill and target at most the scrapes in flight are lost (2: the one being read
+/// and one on its way to the writer), no scrape is stored twice or in part, and every stored
+/// scrape has its `scrapes` row.
+#[test]
+fn e2e_fault_8_kill_9_ten_times_loses_only_scrapes_in_flight() {
+    let name = "kill-ten";
+    let dir = std::env::temp_dir().join(format!("epicenter-fault-{name}-{}", std::process::id()));
+    let Some(mut world) = World::start_batching(name, &dir.join("spool"), Mode::Pass, "10s") else {
+        return;
+    };
+    assert!(
+        world.await_stored(10, Duration::from_secs(60)),
+        "nothing stored before the fault"
+    );
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    eprintln!("kill moments seed {seed}");
+    let random = Mutex::new(seed);
+    // Per kill: the responses each target had served when epicenter was dead.
+    let mut served_at_kills: Vec<Vec<u64>> = Vec::new();
+    let mut kinds = Vec::new();
+    for kill in 0..10 {
+        let (kind, held) = match kill {
+            0..5 => ("random moment", None),
+            _ if kill % 2 == 1 => (
+                "scrapes insert landed, answer held",
+                Some((Mode::HoldScrapesAnswer, "held")),
+            ),
+            _ => (
+                "scrapes insert held before the server",
+                Some((Mode::HoldScrapesRequest, "held request")),
+            ),
+        };
+        match held {
+            None => std::thread::sleep(Duration::from_millis(1_000 + (next_random(&random) * 9_000.0) as u64)),
+            Some((mode, fate)) => {
+                let before = world.proxy.count(fate);
+                world.proxy.set(mode);
+                let started = Instant::now();
+                while world.proxy.count(fate) == before && started.elapsed() < Duration::from_secs(60) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                assert!(
+                    world.proxy.count(fate) > before,
+                    "kill {kill}: no insert into scrapes in a minute\n{}",
+                    epicenter_log(&world.dir)
+                );
+            }
+        }
+        signal(&world.guard.0[world.epicenter], Signal::SIGKILL);
+        let _ = world.guard.0[world.epicenter].wait();
+        served_at_kills.push(
+            world
+                .targets
+                .served_each
+                .iter()
+                .map(|served| served.load(Ordering::SeqCst))
+                .collect(),
+        );
+        kinds.push(kind);
+        world.proxy.set(Mode::Pass);
+        let log = world.dir.join("epicenter.log");
+        let _ = std::fs::rename(&log, world.dir.join(format!("epicenter-killed-{kill}.log")));
+        let (dir, api, config) = (world.dir.clone(), world.api.clone(), world.config.clone());
+        start_epicenter(&dir, &api, &config, &mut world.guard);
+        world.epicenter = world.guard.0.len() - 1;
+        // Scraping again before the next kill: every target answered once more.
+        let restarted = Instant::now();
+        let at_kill = served_at_kills.last().unwrap().clone();
+        while world
+            .targets
+            .served_each
+            .iter()
+            .zip(&at_kill)
+            .any(|(served, at)| served.load(Ordering::SeqCst) <= *at)
+            && restarted.elapsed() < Duration::from_secs(60)
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    world.targets.frozen.store(true, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(200));
+    let served: Vec<u64> = world
+        .targets
+        .served_each
+        .iter()
+        .map(|served| served.load(Ordering::SeqCst))
+        .collect();
+    // Everything spooled reaches the server: the batch of the last 10 s when it is due.
+    let started = Instant::now();
+    let mut stored = stored_sequences(world.server_port);
+    let want: u64 = served.iter().sum::<u64>() - 20 * TARGETS as u64;
+    while stored.values().map(|sequences| sequences.len() as u64).sum::<u64>() < want
+        && started.elapsed() < Duration::from_secs(120)
+    {
+        std::thread::sleep(Duration::from_millis(500));
+        stored = stored_sequences(world.server_port);
+    }
+    std::thread::sleep(Duration::from_secs(12));
+    let stored = stored_sequences(world.server_port);
+    let logs = || {
+        let mut text = epicenter_log(&world.dir);
+        for kill in 0..10 {
+            let killed =
+                std::fs::read_to_string(world.dir.join(format!("epicenter-killed-{kill}.log"))).unwrap_or_default();
+            let tail: Vec<&str> = killed.lines().rev().take(15).collect();
+            text.push_str(&format!("\n--- before kill {kill} (tail) ---\n"));
+            text.push_str(&tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+        }
+        text
+    };
+    let mut lost_per_kill = vec![0u64; 10];
+    let mut lost_total = 0;
+    for (target, port) in world.targets.ports.iter().enumerate() {
+        let instance = format!("127.0.0.1:{port}");
+        let sequences = stored.get(&instance).cloned().unwrap_or_default();
+        // Every stored scrape whole and once: its 50 samples.
+        let partial: Vec<(&u64, &u64)> = sequences
+            .iter()
+            .filter(|(_, count)| **count != SAMPLES_PER_SCRAPE)
+            .collect();
+        assert!(
+            partial.is_empty(),
+            "{instance}: scrapes stored in part or twice (sequence, samples): {partial:?}\n{}",
+            logs()
+        );
+        assert!(
+            sequences.keys().all(|sequence| *sequence < served[target]),
+            "{instance}: a sequence never served"
+        );
+        // Each response not stored, placed by the kill it came before.
+        for missing in (0..served[target]).filter(|sequence| !sequences.contains_key(sequence)) {
+            let kill = served_at_kills.iter().position(|at| missing < at[target]);
+            let Some(kill) = kill else {
+                panic!(
+                    "{instance}: response {missing} after the last kill is not stored\n{}",
+                    logs()
+                );
+            };
+            lost_per_kill[kill] += 1;
+            lost_total += 1;
+            assert!(
+                served_at_kills[kill][target] - missing <= 2,
+                "{instance}: response {missing} lost at kill {kill} ({}), served up to {} then: not in flight\n{}",
+                kinds[kill],
+                served_at_kills[kill][target],
+                logs()
+            );
+        }
+    }
+    // Every stored scrape has its `scrapes` row, once.
+    let orphans = sql(
+        world.server_port,
+        "SELECT count() FROM (SELECT DISTINCT instance, time FROM epicenter.samples WHERE job = 'seq' AND metric = 'seq_part') WHERE (instance, time) NOT IN (SELECT instance, time FROM epicenter.scrapes WHERE job = 'seq' AND up = 1)",
+    );
+    let scrape_rows = sql(
+        world.server_port,
+        "SELECT countIf(up = 1), uniqExactIf((instance, time), up = 1) FROM epicenter.scrapes WHERE job = 'seq'",
+    );
+    let stored_total: usize = stored.values().map(|sequences| sequences.len()).sum();
+    eprintln!(
+        "fault 8 (10 × kill -9): scrapes served {} / stored {stored_total} / lost {lost_total}, per kill {lost_per_kill:?} ({kinds:?}); stored scrapes without a scrapes row {orphans}; scrapes rows (all, distinct) {scrape_rows}; proxy {}",
+        served.iter().sum::<u64>(),
+        world.proxy.fates()
+    );
+    assert_eq!(orphans, "0", "stored scrapes without their scrapes row\n{}", logs());
+    let (all, distinct) = scrape_rows.split_once('\t').unwrap();
+    assert_eq!(all, distinct, "duplicated scrape rows\n{}", logs());
+    for (kill, lost) in lost_per_kill.iter().enumerate() {
+        assert!(
+            *lost <= 2 * TARGETS as u64,
+            "kill {kill} ({}): {lost} scrapes lost\n{}",
+            kinds[kill],
+            logs()
+        );
+    }
+}
+
 /// A counter from epicenter's own `/metrics` on `api`.
 fn own_metric(api: &str, name: &str) -> Option<u64> {
     get_text(api, "/metrics")
@@ -977,27 +1204,45 @@ fn e2e_fault_5_the_spool_disk_fills_then_space_returns() {
         world.await_stored(10, Duration::from_secs(60)),
         "nothing stored before the fault"
     );
-    // The server refuses, so batches stay spooled; then the disk fills up.
+    // The server refuses, so batches stay spooled (a few wait); then the disk fills up.
     world.proxy.set(Mode::Refuse);
+    let refused = Instant::now();
+    while own_metric(&world.api, "epicenter_spool_backlog_batches").unwrap_or(0) < 5
+        && refused.elapsed() < Duration::from_secs(30)
+    {
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let filler = spool_dir.join("filler");
     {
         let mut file = std::fs::File::create(&filler).unwrap();
         let block = vec![0u8; 4096];
         while file.write_all(&block).is_ok() {}
     }
+    // The oldest batches waiting go first to make room; a scrape is dropped only when none
+    // is left (the one being delivered stays).
+    let made_room = "the spool's disk is full: its oldest waiting batch was dropped";
     let started = Instant::now();
-    while !epicenter_log(&world.dir).contains("cannot spool the batch") && started.elapsed() < Duration::from_secs(30) {
+    while !epicenter_log(&world.dir).contains("No space left on device") && started.elapsed() < Duration::from_secs(30)
+    {
         std::thread::sleep(Duration::from_millis(200));
     }
+    std::thread::sleep(Duration::from_secs(3));
     let log = epicenter_log(&world.dir);
-    let line = log
+    let full: Vec<&str> = log
         .lines()
-        .find(|line| line.contains("cannot spool the batch"))
-        .unwrap_or_else(|| panic!("no log line on the full disk\n{log}"));
-    eprintln!("disk full: {line}");
+        .filter(|line| line.contains("No space left on device"))
+        .collect();
+    eprintln!("disk full: {full:?}");
+    assert!(!full.is_empty(), "no log line on the full disk\n{log}");
+    // Before any scrape is dropped, older batches were (for the volume's free space when a
+    // batch was sealed, or to make room for a scrape).
+    let first_drop = log
+        .lines()
+        .position(|line| line.contains(made_room) || line.contains("short of free disk space"));
+    let first_scrape_lost = log.lines().position(|line| line.contains("cannot spool the scrape"));
     assert!(
-        line.contains("No space left on device"),
-        "the error names the cause: {line}"
+        first_drop.is_some_and(|drop| first_scrape_lost.is_none_or(|lost| drop < lost)),
+        "the oldest waiting batches go first\n{log}"
     );
     std::thread::sleep(Duration::from_secs(5));
     let dropped = own_metric(&world.api, "epicenter_spool_dropped_rows_total").unwrap();

@@ -1,31 +1,44 @@
-//! The on-disk spool: every batch the writer accepts is on disk before it is sent, and stays
-//! there until the store has acknowledged its inserts (series, samples, scrapes), so a ClickHouse outage or a
-//! `kill -9` of epicenter loses nothing that was accepted.
+//! The on-disk spool, a write-ahead log: every scrape the writer accepts is appended to the
+//! open segment as it arrives (in the page cache at once, synced every `sync_interval`), each
+//! batch for the store is the segment sealed when the batch is due, and a batch stays on disk
+//! until the store has acknowledged its inserts (series, samples, scrapes). A ClickHouse outage
+//! loses nothing accepted, and a `kill -9` of epicenter only the scrapes still in flight (not
+//! yet through the writer's inbox).
 //!
-//! Layout (`storage.spool.path`): one file per batch, `<sequence>.batch` (20 digits, so name
-//! order is arrival order), written as `<sequence>.tmp`, synced (`fsync: true`, the
-//! default), then renamed, so a crash leaves either a whole record or none; `spool.id` holds
-//! the spool's identity, which with the sequence makes each batch's
-//! `insert_deduplication_token`: a batch replayed after a crash is stored once. A record is
-//! `EPSPOOL2`, the CRC-32 of the rest, then the sample, series and scrape row counts and byte
-//! lengths (little-endian u64) and the three RowBinary payloads (`sample_values`, `series`,
-//! `scrapes`). An `EPSPOOL1` record (epicenter before schema 3: wide `samples` rows and
-//! scrapes) is read too, its samples split into values and series on the way. A record whose checksum fails is set
-//! aside as `<sequence>.corrupt` with a log line, never sent.
+//! Layout (`storage.spool.path`): `<sequence>.open`, the segment being written (at most one;
+//! the format is in [`segment`]), and `<sequence>.batch`, the sealed ones waiting (20 digits,
+//! so name order is arrival order): a segment is synced (`fsync: true`, the default), renamed
+//! and the directory synced when sealed. At open, a segment a crash left open is cut after its
+//! last whole record and sealed, so its scrapes are delivered. `spool.id` holds the spool's
+//! identity, which with the sequence and the table makes each insert's
+//! `insert_deduplication_token` ([`Spool::token`]): distinct per table and the same across
+//! restarts. `<sequence>.acked` lists the tables whose insert of that batch the store
+//! acknowledged, so a replay after a crash sends only the others. Batches of an older
+//! epicenter are read too: `EPSPOOL2` (one record of the three payloads) and `EPSPOOL1`
+//! (before schema 3: wide `samples` rows, split into values and series on the way). A batch
+//! that fails its checksum is set aside as `<sequence>.corrupt` with a log line, never sent.
 //!
-//! The spool is bounded by `max_size` bytes: past it, the oldest batches are dropped (not the
-//! newest, nor the one being delivered), each with a log line and counted
-//! (`epicenter_spool_dropped_rows_total`), never silently.
+//! The spool's budget is `max_size` bytes and the volume's free space: when a batch is sealed
+//! the oldest waiting batches are dropped while the spool is past `max_size`, while the oldest
+//! is past `max_age`, or while the volume has less free space than the batch just sealed took
+//! (room for the next); a scrape that finds the disk full drops the oldest waiting batches
+//! until it fits ([`Spool::make_room`]). Never the newest, nor the one being delivered; each
+//! drop is logged and counted (`epicenter_spool_dropped_rows_total`), never silent.
 //! Blocking file I/O: call it from the blocking pool.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use std::time::{Duration, SystemTime};
 
 use epicenter_config::{ByteSize, Problems, PromDuration};
 use serde::Deserialize;
+
+use crate::schema::Table;
+
+pub mod segment;
+
+pub use segment::Segment;
 
 /// `storage.spool`, as written in the config: on unless `enabled: false`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -46,10 +59,16 @@ pub struct SpoolSettings {
     /// over a night is replayed, one over days is not held for ever.
     #[serde(default = "default_max_age")]
     pub max_age: PromDuration,
-    /// Sync each batch (and the directory) to disk before it counts as accepted. Default
-    /// true; false trades the last seconds before a power loss for less disk work.
+    /// Sync the open segment every `sync_interval`, and each batch (and the directory) when it
+    /// is sealed. Default true; false leaves it to the kernel (a power loss may then take the
+    /// last seconds; a `kill -9` of epicenter takes nothing either way: written is in the page
+    /// cache).
     #[serde(default = "default_true")]
     pub fsync: bool,
+    /// How often the open segment is synced to disk (with `fsync: true`), as Prometheus's WAL
+    /// bounds what a power loss takes. Default `1s`.
+    #[serde(default = "default_sync_interval")]
+    pub sync_interval: PromDuration,
 }
 
 impl Default for SpoolSettings {
@@ -60,6 +79,7 @@ impl Default for SpoolSettings {
             max_size: default_max_size(),
             max_age: default_max_age(),
             fsync: true,
+            sync_interval: default_sync_interval(),
         }
     }
 }
@@ -73,6 +93,9 @@ impl SpoolSettings {
         if self.max_age.0.is_zero() {
             problems.push("storage.spool.max_age", "must be greater than 0");
         }
+        if self.sync_interval.0.is_zero() {
+            problems.push("storage.spool.sync_interval", "must be greater than 0");
+        }
     }
 
     /// The spool to open, its path resolved against `default_path` (None when disabled).
@@ -82,6 +105,7 @@ impl SpoolSettings {
             max_size: self.max_size,
             max_age: self.max_age.0,
             fsync: self.fsync,
+            sync_interval: self.sync_interval.0,
         })
     }
 }
@@ -95,8 +119,10 @@ pub struct SpoolConfig {
     pub max_size: ByteSize,
     /// Oldest batch held (older ones are dropped when the next batch is appended).
     pub max_age: Duration,
-    /// Sync each batch and the directory before it counts as accepted.
+    /// Sync the open segment on a timer and each batch and the directory when sealed.
     pub fsync: bool,
+    /// How often the open segment is synced (with `fsync`).
+    pub sync_interval: Duration,
 }
 
 fn default_max_size() -> ByteSize {
@@ -105,6 +131,10 @@ fn default_max_size() -> ByteSize {
 
 fn default_max_age() -> PromDuration {
     PromDuration(Duration::from_secs(24 * 3600))
+}
+
+fn default_sync_interval() -> PromDuration {
+    PromDuration(Duration::from_secs(1))
 }
 
 fn default_true() -> bool {
@@ -130,11 +160,15 @@ pub struct SpooledBatch {
     pub scrapes: Vec<u8>,
 }
 
-const MAGIC: &[u8; 8] = b"EPSPOOL2";
-const HEADER: usize = 8 + 4 + 48;
+/// Batches of epicenter before the write-ahead spool: one record of three payloads.
+const MAGIC_V2: &[u8; 8] = b"EPSPOOL2";
+const HEADER_V2: usize = 8 + 4 + 48;
 /// Records of epicenter before schema 3: two payloads, wide `samples` rows and scrapes.
 const MAGIC_V1: &[u8; 8] = b"EPSPOOL1";
 const HEADER_V1: usize = 8 + 4 + 32;
+
+/// A batch waiting: its sequence, bytes on disk and when it was written.
+type Queued = (u64, u64, SystemTime);
 
 /// An open spool directory.
 #[derive(Debug)]
@@ -144,8 +178,9 @@ pub struct Spool {
     fsync: bool,
     max_size: u64,
     max_age: Duration,
-    /// Sequences on disk, oldest first, with their file sizes and when they were written.
-    queued: std::collections::VecDeque<(u64, u64, SystemTime)>,
+    sync_interval: Duration,
+    /// Sealed batches on disk, oldest first.
+    queued: std::collections::VecDeque<Queued>,
     /// The exclusive lock on `spool.lock`, held while the spool is open.
     _lock: nix::fcntl::Flock<fs::File>,
     bytes: u64,
@@ -154,6 +189,10 @@ pub struct Spool {
     /// `max_age` while it is (the spool may exceed `max_size` by it), so what a retry through
     /// an outage finally stores is never also counted dropped, and its `series` rows arrive.
     delivering: Option<u64>,
+    /// Tests: the volume's size, holding nothing but the spool's batches (free space is what
+    /// they leave).
+    #[cfg(test)]
+    volume: Option<u64>,
 }
 
 /// A spool failure, naming the file.
@@ -173,9 +212,20 @@ fn error_at(path: &Path, error: impl std::fmt::Display) -> SpoolError {
     }
 }
 
+/// The file of batch `sequence` in `dir` with `extension`.
+fn file_in(dir: &Path, sequence: u64, extension: &str) -> PathBuf {
+    dir.join(format!("{sequence:020}.{extension}"))
+}
+
 impl Spool {
     /// Opens (creating) the spool in `config.path` and lists the batches it holds from an
-    /// earlier run, which come first. Leftover `.tmp` files (a crash mid-write) are removed.
+    /// earlier run, which come first. A segment a crash left open is cut after its last whole
+    /// record and sealed (logged with what it held); leftover `.tmp` files of an older
+    /// epicenter are removed.
+    ///
+    /// # Errors
+    /// The directory cannot be created or read, another process holds it, or a segment left
+    /// open cannot be recovered: the error names the file.
     pub fn open(config: &SpoolConfig) -> Result<Spool, SpoolError> {
         let dir = config.path.clone();
         fs::create_dir_all(&dir).map_err(|error| error_at(&dir, error))?;
@@ -199,14 +249,24 @@ impl Spool {
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.ends_with(".tmp") {
                 let _ = fs::remove_file(&path);
-            } else if let Some(sequence) = name.strip_suffix(".batch").and_then(|stem| stem.parse::<u64>().ok()) {
-                let metadata = entry.metadata().ok();
-                let size = metadata.as_ref().map_or(0, fs::Metadata::len);
-                let written = metadata
-                    .and_then(|metadata| metadata.modified().ok())
-                    .unwrap_or_else(SystemTime::now);
-                queued.push((sequence, size, written));
+                continue;
             }
+            let (stem, sealed) = match (name.strip_suffix(".batch"), name.strip_suffix(".open")) {
+                (Some(stem), _) => (stem, true),
+                (None, Some(stem)) => (stem, false),
+                (None, None) => continue,
+            };
+            let Ok(sequence) = stem.parse::<u64>() else { continue };
+            if !sealed && !Spool::recover_open(&dir, &path, sequence)? {
+                continue;
+            }
+            let path = file_in(&dir, sequence, "batch");
+            let metadata = fs::metadata(&path).ok();
+            let size = metadata.as_ref().map_or(0, fs::Metadata::len);
+            let written = metadata
+                .and_then(|metadata| metadata.modified().ok())
+                .unwrap_or_else(SystemTime::now);
+            queued.push((sequence, size, written));
         }
         queued.sort_unstable();
         let next = queued.last().map_or(0, |(sequence, _, _)| sequence + 1);
@@ -231,6 +291,14 @@ impl Spool {
                 id
             }
         };
+        // Acknowledgements of batches no longer spooled (a crash between the two removals).
+        for entry in fs::read_dir(&dir).map_err(|error| error_at(&dir, error))?.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let sequence = name.strip_suffix(".acked").and_then(|stem| stem.parse::<u64>().ok());
+            if sequence.is_some_and(|sequence| !queued.iter().any(|(queued, _, _)| *queued == sequence)) {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
         let bytes = queued.iter().map(|(_, size, _)| size).sum();
         Ok(Spool {
             dir,
@@ -238,17 +306,46 @@ impl Spool {
             fsync: config.fsync,
             max_size: config.max_size.0,
             max_age: config.max_age,
+            sync_interval: config.sync_interval,
             queued: queued.into(),
             _lock: lock,
             bytes,
             next,
             delivering: None,
+            #[cfg(test)]
+            volume: None,
         })
     }
 
-    /// The `insert_deduplication_token` of batch `sequence`: the same across restarts.
-    pub fn token(&self, sequence: u64) -> String {
-        format!("spool-{}-{sequence}", self.id)
+    /// Seals the segment `path` (sequence `sequence`) a crash left open: cut after its last
+    /// whole record, then renamed to `.batch`; one without records is removed. Whether a
+    /// batch came of it.
+    fn recover_open(dir: &Path, path: &Path, sequence: u64) -> Result<bool, SpoolError> {
+        let (records, broken) = segment::recover(path).map_err(|error| error_at(path, error))?;
+        if records == 0 {
+            let _ = fs::remove_file(path);
+            return Ok(false);
+        }
+        fs::rename(path, file_in(dir, sequence, "batch")).map_err(|error| error_at(path, error))?;
+        tracing::warn!(
+            sequence,
+            scrapes = records,
+            cut = broken.unwrap_or("nothing"),
+            "spool: the segment being written when epicenter stopped is recovered and will be delivered"
+        );
+        Ok(true)
+    }
+
+    /// The `insert_deduplication_token` of batch `sequence`'s insert into `table`: distinct
+    /// per table (one table's insert is never taken for another's), the same across restarts
+    /// (a replayed insert that had landed is stored once).
+    pub fn token(&self, sequence: u64, table: Table) -> String {
+        format!("spool-{}-{sequence}-{}", self.id, table.name())
+    }
+
+    /// How often the open segment is to be synced ([`Segment::sync`]; with `fsync` only).
+    pub fn sync_interval(&self) -> Option<Duration> {
+        self.fsync.then_some(self.sync_interval)
     }
 
     /// Batches waiting, and their bytes on disk.
@@ -263,65 +360,87 @@ impl Spool {
     }
 
     fn file(&self, sequence: u64, extension: &str) -> PathBuf {
-        self.dir.join(format!("{sequence:020}.{extension}"))
+        file_in(&self.dir, sequence, extension)
     }
 
-    /// Appends a batch (it gets the next sequence) and returns the sequences and sample rows
-    /// of batches dropped to stay under `max_size` or `max_age` (oldest first; the new batch
-    /// is kept even if it alone is larger, and so is the one being delivered,
-    /// [`Spool::claim_front`]). Errors (disk full, permissions) leave the spool
-    /// as it was.
-    pub fn append(&mut self, batch: &mut SpooledBatch) -> Result<Vec<(u64, u64)>, SpoolError> {
-        batch.sequence = self.next;
-        // The header, then the payloads as they are: a batch is tens of megabytes at 100k
-        // samples/s, and a record built as one buffer cost a copy into freshly mapped memory.
-        let payloads = [&batch.samples[..], &batch.series[..], &batch.scrapes[..]];
-        let mut header = [0u8; HEADER];
-        header[..8].copy_from_slice(MAGIC);
-        let counts = [
-            batch.sample_rows,
-            batch.samples.len() as u64,
-            batch.series_rows,
-            batch.series.len() as u64,
-            batch.scrape_rows,
-            batch.scrapes.len() as u64,
-        ];
-        for (at, number) in counts.iter().enumerate() {
-            header[12 + 8 * at..20 + 8 * at].copy_from_slice(&number.to_le_bytes());
+    /// Starts the next segment (`<sequence>.open`), which scrapes are appended to until
+    /// [`Spool::seal`].
+    ///
+    /// # Errors
+    /// The file cannot be created (disk full, permissions); the sequence is not used up.
+    pub fn begin(&mut self) -> Result<Segment, SpoolError> {
+        let path = self.file(self.next, "open");
+        let segment = Segment::create(path.clone(), self.next).map_err(|error| error_at(&path, error))?;
+        self.next += 1;
+        Ok(segment)
+    }
+
+    /// Seals `segment` as the newest batch waiting (synced first with `fsync`, renamed, the
+    /// directory synced), then keeps the budget: returns the sequences and sample rows of the
+    /// batches dropped for `max_size`, `max_age` or the volume's free space (oldest first,
+    /// never the one sealed nor the one being delivered). A segment without records is
+    /// removed instead.
+    ///
+    /// # Errors
+    /// The sync or the rename failed; the segment's file stays `.open` and is recovered at
+    /// the next start.
+    pub fn seal(&mut self, mut segment: Segment) -> Result<Vec<(u64, u64)>, SpoolError> {
+        if segment.records == 0 {
+            let _ = fs::remove_file(&segment.path);
+            return Ok(Vec::new());
         }
-        let mut crc = crc32fast::Hasher::new();
-        crc.update(&header[12..]);
-        payloads.iter().for_each(|payload| crc.update(payload));
-        header[8..12].copy_from_slice(&crc.finalize().to_le_bytes());
-        let record_len = (HEADER + payloads.iter().map(|payload| payload.len()).sum::<usize>()) as u64;
-        let temporary = self.file(batch.sequence, "tmp");
-        let written = (|| {
-            let mut file = fs::File::create(&temporary)?;
-            file.write_all(&header)?;
-            for payload in payloads {
-                file.write_all(payload)?;
-            }
+        let sealed = self.file(segment.sequence, "batch");
+        let done = (|| {
             if self.fsync {
-                file.sync_all()?;
+                segment.sync()?;
             }
-            fs::rename(&temporary, self.file(batch.sequence, "batch"))?;
+            fs::rename(&segment.path, &sealed)?;
             if self.fsync {
                 fs::File::open(&self.dir)?.sync_all()?;
             }
             Ok::<(), std::io::Error>(())
         })();
-        if let Err(error) = written {
-            let _ = fs::remove_file(&temporary);
-            return Err(error_at(&temporary, error));
-        }
-        self.next += 1;
+        done.map_err(|error| error_at(&segment.path, error))?;
         let now = SystemTime::now();
-        self.queued.push_back((batch.sequence, record_len, now));
-        self.bytes += record_len;
-        let mut dropped = Vec::new();
+        self.queued.push_back((segment.sequence, segment.len, now));
+        self.bytes += segment.len;
+        Ok(self.keep_budget(now, segment.len))
+    }
+
+    /// Appends a whole batch as a segment of one record and seals it ([`Spool::begin`],
+    /// [`Segment::append`], [`Spool::seal`]): `batch.sequence` is set; returns what the
+    /// budget dropped.
+    ///
+    /// # Errors
+    /// As [`Spool::begin`] and [`Spool::seal`]; a failed write leaves the spool as it was.
+    pub fn append(&mut self, batch: &mut SpooledBatch) -> Result<Vec<(u64, u64)>, SpoolError> {
+        let mut segment = self.begin()?;
+        batch.sequence = segment.sequence;
+        if let Err(error) = segment.append(&segment::encode_record(batch)) {
+            let _ = fs::remove_file(&segment.path);
+            return Err(error_at(&segment.path, error));
+        }
+        self.seal(segment)
+    }
+
+    /// Free bytes of the spool's volume for an unprivileged writer (`statvfs`); `None` when
+    /// it cannot be read.
+    fn free_space(&self) -> Option<u64> {
+        #[cfg(test)]
+        if let Some(volume) = self.volume {
+            return Some(volume.saturating_sub(self.bytes));
+        }
+        let stats = nix::sys::statvfs::statvfs(&self.dir).ok()?;
+        Some((stats.blocks_available() as u64).saturating_mul(stats.fragment_size() as u64))
+    }
+
+    /// Drops the oldest batches waiting (never the newest nor the one delivered) while the
+    /// spool is past `max_size`, the oldest is past `max_age` at `now`, or the volume has less
+    /// than `reserve` bytes free.
+    fn keep_budget(&mut self, now: SystemTime, reserve: u64) -> Vec<(u64, u64)> {
         let max_age = self.max_age;
         let too_old = |written: SystemTime| now.duration_since(written).is_ok_and(|age| age > max_age);
-        // Oldest first, never the newest nor the one being delivered.
+        let mut dropped = Vec::new();
         let mut at = 0;
         while at + 1 < self.queued.len() {
             let (sequence, _, written) = self.queued[at];
@@ -329,14 +448,37 @@ impl Spool {
                 at += 1;
                 continue;
             }
-            if self.bytes <= self.max_size && !too_old(written) {
+            let short_of_space = self.free_space().is_some_and(|free| free < reserve);
+            if self.bytes <= self.max_size && !too_old(written) && !short_of_space {
                 break;
             }
-            let rows = self.read(sequence).map_or(0, |batch| batch.sample_rows);
-            self.remove(sequence);
-            dropped.push((sequence, rows));
+            dropped.push(self.drop_batch(sequence));
         }
-        Ok(dropped)
+        dropped
+    }
+
+    /// Makes room for `needed` bytes on a full volume: drops the oldest batches waiting (not
+    /// the one being delivered) until that much is free or none is left to drop. Returns
+    /// what it dropped, oldest first (empty: nothing could go).
+    pub fn make_room(&mut self, needed: u64) -> Vec<(u64, u64)> {
+        let mut dropped = Vec::new();
+        let mut at = 0;
+        while at < self.queued.len() && self.free_space().is_none_or(|free| free < needed) {
+            let (sequence, _, _) = self.queued[at];
+            if self.delivering == Some(sequence) {
+                at += 1;
+                continue;
+            }
+            dropped.push(self.drop_batch(sequence));
+        }
+        dropped
+    }
+
+    /// Removes batch `sequence` for the budget: its sequence and sample rows.
+    fn drop_batch(&mut self, sequence: u64) -> (u64, u64) {
+        let rows = self.read(sequence).map_or(0, |batch| batch.sample_rows);
+        self.remove(sequence);
+        (sequence, rows)
     }
 
     /// The sequence of the oldest batch waiting, marked as the one being delivered: until it
@@ -365,8 +507,17 @@ impl Spool {
         let path = self.file(sequence, "batch");
         let record = fs::read(&path).map_err(|error| error_at(&path, error))?;
         let broken = |message: &str| error_at(&path, message);
+        if let Some(scanned) = segment::scan(&record) {
+            if let Some(why) = scanned.broken {
+                return Err(broken(&format!("{why} after {} whole records", scanned.records)));
+            }
+            return Ok(SpooledBatch {
+                sequence,
+                ..scanned.batch
+            });
+        }
         let version_1 = record.len() >= HEADER_V1 && &record[..8] == MAGIC_V1;
-        if !version_1 && (record.len() < HEADER || &record[..8] != MAGIC) {
+        if !version_1 && (record.len() < HEADER_V2 || &record[..8] != MAGIC_V2) {
             return Err(broken("not a spool record (bad header)"));
         }
         let crc = u32::from_le_bytes([record[8], record[9], record[10], record[11]]);
@@ -397,7 +548,7 @@ impl Spool {
             });
         }
         let lengths = [number(20), number(36), number(52)];
-        let samples_end = HEADER.saturating_add(lengths[0]);
+        let samples_end = HEADER_V2.saturating_add(lengths[0]);
         let series_end = samples_end.saturating_add(lengths[1]);
         if series_end.saturating_add(lengths[2]) != record.len() {
             return Err(broken("lengths do not match the record's size"));
@@ -405,7 +556,7 @@ impl Spool {
         Ok(SpooledBatch {
             sequence,
             sample_rows: number(12) as u64,
-            samples: record[HEADER..samples_end].to_vec(),
+            samples: record[HEADER_V2..samples_end].to_vec(),
             series_rows: number(28) as u64,
             series: record[samples_end..series_end].to_vec(),
             scrape_rows: number(44) as u64,
@@ -413,9 +564,33 @@ impl Spool {
         })
     }
 
+    /// Notes that the store acknowledged batch `sequence`'s insert into `table`
+    /// (`<sequence>.acked`, one table name a line; in the page cache, which a `kill -9` keeps),
+    /// so a replay after a crash does not send it again.
+    pub fn acknowledge(&self, sequence: u64, table: Table) {
+        use std::io::Write;
+        let path = self.file(sequence, "acked");
+        let written = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut file| file.write_all(format!("{}\n", table.name()).as_bytes()));
+        if let Err(error) = written {
+            // Only a replay's work grows: the insert is sent again under its token.
+            tracing::debug!(path = %path.display(), %error, "cannot note an acknowledged insert");
+        }
+    }
+
+    /// Whether the store acknowledged batch `sequence`'s insert into `table`
+    /// ([`Spool::acknowledge`]).
+    pub fn acknowledged(&self, sequence: u64, table: Table) -> bool {
+        fs::read_to_string(self.file(sequence, "acked")).is_ok_and(|text| text.lines().any(|line| line == table.name()))
+    }
+
     /// Removes batch `sequence` (acknowledged by the store, or dropped).
     pub fn remove(&mut self, sequence: u64) {
         let _ = fs::remove_file(self.file(sequence, "batch"));
+        let _ = fs::remove_file(self.file(sequence, "acked"));
         self.forget(sequence);
     }
 
@@ -435,12 +610,16 @@ impl Spool {
 mod tests {
     use super::*;
 
+    /// Bytes of a batch of one record besides its payloads: the segment magic and the record header.
+    const HEADER: usize = 8 + segment::RECORD_HEADER;
+
     fn config(dir: &Path, max_size: u64) -> SpoolConfig {
         SpoolConfig {
             path: dir.to_path_buf(),
             max_size: ByteSize(max_size),
             max_age: Duration::from_secs(3600),
             fsync: true,
+            sync_interval: Duration::from_secs(1),
         }
     }
 
@@ -464,11 +643,15 @@ mod tests {
         for fill in 1..=3 {
             assert!(spool.append(&mut batch(fill, 100)).unwrap().is_empty());
         }
-        let token = spool.token(1);
+        let token = spool.token(1, crate::schema::Table::Series);
         fs::write(dir.join("00000000000000000009.tmp"), b"half a record").unwrap();
         drop(spool);
         let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
-        assert_eq!(spool.token(1), token, "tokens survive a restart");
+        assert_eq!(
+            spool.token(1, crate::schema::Table::Series),
+            token,
+            "tokens survive a restart"
+        );
         assert_eq!(spool.backlog(), (3, 3 * (HEADER as u64 + 107)));
         assert!(!dir.join("00000000000000000009.tmp").exists());
         let mut seen = Vec::new();
@@ -487,10 +670,11 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
     }
 
-    /// The record on disk, byte for byte as the format says (module doc): magic, CRC-32 of
-    /// the rest, the six counts and lengths, the three payloads.
+    /// The batch on disk, byte for byte as the format says (module doc, [`segment`]): the
+    /// segment magic, then one record: CRC-32 of the rest, the six counts and lengths, the
+    /// three payloads.
     #[test]
-    fn a_record_is_laid_out_as_documented() {
+    fn a_batch_is_laid_out_as_documented() {
         let dir = std::env::temp_dir().join(format!("epicenter-spool-layout-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
@@ -509,11 +693,44 @@ mod tests {
             rest.extend_from_slice(&number.to_le_bytes());
         }
         rest.extend_from_slice(b"samples!seriesscr");
-        let mut expected = b"EPSPOOL2".to_vec();
+        let mut expected = b"EPSPOOL3".to_vec();
         expected.extend_from_slice(&crc32fast::hash(&rest).to_le_bytes());
         expected.extend_from_slice(&rest);
         assert_eq!(fs::read(dir.join("00000000000000000000.batch")).unwrap(), expected);
         assert_eq!(spool.backlog(), (1, expected.len() as u64));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// A batch of an epicenter before the write-ahead spool (`EPSPOOL2`: one record of the
+    /// three payloads) is read as it was written.
+    #[test]
+    fn a_batch_spooled_before_the_write_ahead_spool_is_read() {
+        let dir = std::env::temp_dir().join(format!("epicenter-spool-v2-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let mut rest = Vec::new();
+        for number in [2u64, 8, 1, 6, 3, 3] {
+            rest.extend_from_slice(&number.to_le_bytes());
+        }
+        rest.extend_from_slice(b"samples!seriesscr");
+        let mut record = MAGIC_V2.to_vec();
+        record.extend_from_slice(&crc32fast::hash(&rest).to_le_bytes());
+        record.extend_from_slice(&rest);
+        fs::write(dir.join("00000000000000000005.batch"), &record).unwrap();
+        let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
+        let batch = spool.oldest().unwrap().unwrap();
+        assert_eq!(
+            (
+                batch.sequence,
+                batch.sample_rows,
+                batch.samples,
+                batch.series_rows,
+                batch.series,
+                batch.scrape_rows,
+                batch.scrapes
+            ),
+            (5, 2, b"samples!".to_vec(), 1, b"series".to_vec(), 3, b"scr".to_vec())
+        );
         let _ = fs::remove_dir_all(&dir);
     }
 
@@ -581,7 +798,7 @@ mod tests {
         for _ in 0..3 {
             let mut next = batch(1, 10);
             spool.append(&mut next).unwrap();
-            used.insert(spool.token(next.sequence));
+            used.insert(spool.token(next.sequence, crate::schema::Table::Series));
             spool.remove(next.sequence);
         }
         drop(spool);
@@ -589,7 +806,7 @@ mod tests {
         for _ in 0..3 {
             let mut next = batch(2, 10);
             spool.append(&mut next).unwrap();
-            let token = spool.token(next.sequence);
+            let token = spool.token(next.sequence, crate::schema::Table::Series);
             assert!(used.insert(token.clone()), "token {token} of the last run reused");
         }
         let _ = fs::remove_dir_all(&dir);
@@ -629,6 +846,93 @@ mod tests {
         );
         assert_eq!(spool.oldest().unwrap().unwrap().sequence, 3);
         assert_eq!(spool.backlog().0, 2);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// The write-ahead part: scrapes appended to the open segment and never sealed (a `kill
+    /// -9`) are a batch at the next start, a torn last record cut off; the sequence goes on
+    /// after it.
+    #[test]
+    fn scrapes_appended_before_a_crash_are_recovered_as_a_batch() {
+        let dir = std::env::temp_dir().join(format!("epicenter-spool-wal-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
+        spool.append(&mut batch(9, 10)).unwrap();
+        let mut segment = spool.begin().unwrap();
+        assert_eq!(segment.sequence(), 1);
+        for fill in 1..=3 {
+            segment.append(&segment::encode_record(&batch(fill, 4))).unwrap();
+        }
+        let torn = segment::encode_record(&batch(4, 4));
+        segment.append(&torn[..torn.len() / 2]).unwrap();
+        // The crash: neither the segment nor the spool is closed in order.
+        std::mem::forget(segment);
+        drop(spool);
+        let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
+        assert_eq!(spool.backlog().0, 2);
+        assert!(!dir.join("00000000000000000001.open").exists());
+        let first = spool.oldest().unwrap().unwrap();
+        spool.remove(first.sequence);
+        let recovered = spool.oldest().unwrap().unwrap();
+        assert_eq!(recovered.sequence, 1);
+        assert_eq!((recovered.sample_rows, recovered.scrape_rows), (12, 3));
+        assert_eq!(recovered.samples, [vec![1u8; 4], vec![2u8; 4], vec![3u8; 4]].concat());
+        assert_eq!(
+            recovered.scrapes,
+            [vec![!1u8; 7], vec![!2u8; 7], vec![!3u8; 7]].concat()
+        );
+        assert_eq!(spool.begin().unwrap().sequence(), 2);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// Each table's insert of a batch has its own token, the same after a restart; an
+    /// acknowledged insert is remembered until the batch leaves.
+    #[test]
+    fn tokens_are_per_table_and_acknowledgements_survive_a_restart() {
+        let dir = std::env::temp_dir().join(format!("epicenter-spool-acked-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
+        spool.append(&mut batch(1, 10)).unwrap();
+        let tables = [Table::Series, Table::SampleValues, Table::Scrapes];
+        let tokens: Vec<String> = tables.iter().map(|table| spool.token(0, *table)).collect();
+        assert_eq!(
+            tokens.iter().collect::<std::collections::HashSet<_>>().len(),
+            3,
+            "{tokens:?}"
+        );
+        spool.acknowledge(0, Table::Series);
+        spool.acknowledge(0, Table::SampleValues);
+        drop(spool);
+        let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
+        let again: Vec<String> = tables.iter().map(|table| spool.token(0, *table)).collect();
+        assert_eq!(again, tokens);
+        let acked: Vec<bool> = tables.iter().map(|table| spool.acknowledged(0, *table)).collect();
+        assert_eq!(acked, [true, true, false]);
+        spool.remove(0);
+        assert!(!dir.join("00000000000000000000.acked").exists());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// On a volume smaller than `max_size` the free space is the budget: a sealed batch that
+    /// leaves less free than it took drops the oldest waiting, and a scrape that finds the
+    /// disk full makes room by dropping the oldest, never the one being delivered.
+    #[test]
+    fn a_small_volume_drops_the_oldest_waiting_batches_first() {
+        let dir = std::env::temp_dir().join(format!("epicenter-spool-volume-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let record = HEADER as u64 + 1_007;
+        let mut spool = Spool::open(&config(&dir, 1 << 30)).unwrap();
+        spool.volume = Some(record * 7 / 2);
+        assert!(spool.append(&mut batch(0, 1_000)).unwrap().is_empty());
+        assert!(spool.append(&mut batch(1, 1_000)).unwrap().is_empty());
+        // Half a batch free after the third: the oldest goes.
+        assert_eq!(spool.append(&mut batch(2, 1_000)).unwrap(), vec![(0, 1_000)]);
+        assert_eq!(spool.backlog().0, 2);
+        // Batch 1 is being delivered: room for two batches drops batch 2, the oldest waiting.
+        assert_eq!(spool.claim_front(), Some(1));
+        assert_eq!(spool.make_room(2 * record), vec![(2, 1_000)]);
+        assert_eq!(spool.make_room(3 * record), vec![], "the delivered batch stays");
+        assert_eq!(spool.oldest().unwrap().unwrap().sequence, 1);
         let _ = fs::remove_dir_all(&dir);
     }
 
@@ -677,8 +981,18 @@ mod tests {
         let resolved = settings.resolve(Path::new("./data/spool")).unwrap();
         assert_eq!(resolved.path, PathBuf::from("./data/spool"));
         assert_eq!(
-            (resolved.max_size, resolved.max_age, resolved.fsync),
-            (ByteSize(1 << 30), Duration::from_secs(86_400), true)
+            (
+                resolved.max_size,
+                resolved.max_age,
+                resolved.fsync,
+                resolved.sync_interval
+            ),
+            (
+                ByteSize(1 << 30),
+                Duration::from_secs(86_400),
+                true,
+                Duration::from_secs(1)
+            )
         );
         let off = SpoolSettings {
             enabled: false,

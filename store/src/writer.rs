@@ -28,6 +28,8 @@ use crate::rows::{self, ScrapeOutcome};
 use crate::schema::Table;
 use crate::spool::{Spool, SpooledBatch};
 
+mod wal;
+
 /// Where finished batches go: the embedded store, a ClickHouse server, and next the spool.
 pub trait Sink: Send + Sync + 'static {
     /// Writes RowBinary-encoded rows to `table`, idempotently under `token` (the batch's
@@ -97,8 +99,9 @@ pub struct WriterStats {
     pub sample_rows_failed: AtomicU64,
     /// Batches flushed.
     pub batches_flushed: AtomicU64,
-    /// Sample rows the spool dropped to stay under `storage.spool.max_size`, or could not
-    /// take (disk full).
+    /// Sample rows the spool dropped to stay under `storage.spool.max_size`, `max_age` or the
+    /// volume's free space (oldest batches first), or could not take (a scrape on a full disk
+    /// with no older batch left to drop).
     pub spool_dropped_rows: AtomicU64,
     /// Batches waiting in the spool (the one being delivered included), as of the last
     /// change; 0 without a spool (`epicenter_spool_backlog_batches`).
@@ -263,6 +266,19 @@ impl Batch {
         self.oldest.get_or_insert_with(Instant::now);
     }
 
+    /// Adds one scrape already encoded and written ahead (`wal`): its rows, and the series
+    /// whose `series` rows it holds.
+    fn extend(&mut self, record: SpooledBatch, noted: Vec<Arc<crate::rows::Series>>) {
+        self.samples.extend_from_slice(&record.samples);
+        self.sample_rows += record.sample_rows;
+        self.series.extend_from_slice(&record.series);
+        self.series_rows += record.series_rows;
+        self.series_noted.extend(noted);
+        self.scrapes.extend_from_slice(&record.scrapes);
+        self.scrape_rows += record.scrape_rows;
+        self.oldest.get_or_insert_with(Instant::now);
+    }
+
     /// Takes this batch's contents, leaving an empty batch whose buffers are already as
     /// large as these were (plus an eighth): a steady load then fills each batch without
     /// growing its buffers step by step (each step a copy into freshly mapped memory).
@@ -394,11 +410,14 @@ pub const INSERT_TIMEOUT: Duration = Duration::from_secs(30);
 /// what is left then is delivered at the next start.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// [`run_writer`] with the spool (`storage.spool`): each finished batch goes to disk first
-/// ([`Spool::append`]; scraping never waits for the store), and a delivery task sends the
-/// spool's batches in order, each under its spool token (stored once however often it is
-/// sent; the batch spooled last is taken from memory when it is next, older ones are read
-/// back from disk), retrying a retryable failure with exponential backoff and jitter (200 ms doubling
+/// [`run_writer`] with the spool (`storage.spool`), a write-ahead log: each scrape is
+/// appended to the spool's open segment as it is accepted (`wal`; synced every
+/// `storage.spool.sync_interval`), and when the batch is due its segment is sealed
+/// ([`Spool::seal`]; scraping never waits for the store). A delivery task sends the spool's
+/// batches in order, each table's insert under its own spool token ([`Spool::token`]: stored
+/// once however often it is sent), skipping the inserts a run before a crash had seen
+/// acknowledged ([`Spool::acknowledged`]; the batch spooled last is taken from memory when it
+/// is next, older ones are read back from disk), retrying a retryable failure with exponential backoff and jitter (200 ms doubling
 /// to 10 s) for as long as the spool holds it (the spool does not drop the batch being delivered); every insert has [`INSERT_TIMEOUT`]. A batch
 /// leaves the spool when all its inserts succeeded, or when the store refused it as bad data
 /// (counted failed). When `inbox` closes, the last batch is spooled and delivery goes on for
@@ -412,6 +431,10 @@ pub async fn run_spooled_writer<S: Sink>(
 ) {
     // What an earlier run left waits first, and counts in the backlog from the start.
     stats.note_backlog(backlog_of(&spool));
+    let sync_every = spool.sync_interval();
+    let mut sync_tick = tokio::time::interval(sync_every.unwrap_or(Duration::from_secs(3600)));
+    sync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ahead = wal::WriteAhead::default();
     let shared = Arc::new(std::sync::Mutex::new(Shared {
         spool,
         last: None,
@@ -426,16 +449,20 @@ pub async fn run_spooled_writer<S: Sink>(
         let open = tokio::select! {
             received = inbox.recv() => match received {
                 Some(outcome) => {
-                    batch.add(&outcome);
+                    ahead.log(&shared, &outcome, &mut batch, &stats).await;
                     true
                 }
                 None => false,
             },
             _ = sleep_until_or_forever(deadline) => true,
+            _ = sync_tick.tick(), if sync_every.is_some() && ahead.segment.is_some() => {
+                ahead.sync().await;
+                true
+            }
         };
         let due = !open || batch.is_full(&limits) || deadline.is_some_and(|deadline| Instant::now() >= deadline);
         if due && batch.sample_rows + batch.scrape_rows > 0 {
-            spool_batch(&shared, batch.take(), &stats).await;
+            spool_batch(&shared, batch.take(), ahead.segment.take(), &stats).await;
             wake.notify_one();
         }
         if !open {
@@ -473,10 +500,18 @@ impl Shared {
     }
 }
 
-/// Appends `batch` to the spool on the blocking pool and keeps it as the last spooled;
-/// counts and logs what the spool drops.
-async fn spool_batch(shared: &Arc<std::sync::Mutex<Shared>>, batch: Batch, stats: &WriterStats) {
-    let rows = batch.sample_rows;
+/// Seals `segment`, which holds `batch`'s scrapes, as the newest batch of the spool on the
+/// blocking pool and keeps `batch` as the last spooled; counts and logs what the spool drops.
+async fn spool_batch(
+    shared: &Arc<std::sync::Mutex<Shared>>,
+    batch: Batch,
+    segment: Option<crate::spool::Segment>,
+    stats: &WriterStats,
+) {
+    let Some(segment) = segment else {
+        // Every scrape of the batch failed to be written ahead: each was dropped and counted.
+        return;
+    };
     let noted = batch.series_noted;
     let mut spooled = SpooledBatch {
         sequence: 0,
@@ -491,7 +526,8 @@ async fn spool_batch(shared: &Arc<std::sync::Mutex<Shared>>, batch: Batch, stats
     // moment the lock is released.
     let kept = noted.clone();
     let appended = with_shared(shared, move |shared| {
-        let dropped = shared.spool.append(&mut spooled).map_err(|error| error.to_string())?;
+        spooled.sequence = segment.sequence();
+        let dropped = shared.spool.seal(segment).map_err(|error| error.to_string())?;
         if !kept.is_empty() {
             shared.noted.insert(spooled.sequence, kept);
         }
@@ -511,16 +547,15 @@ async fn spool_batch(shared: &Arc<std::sync::Mutex<Shared>>, batch: Batch, stats
                 tracing::error!(
                     sequence,
                     rows = dropped_rows,
-                    "spool over storage.spool.max_size or its oldest batch past max_age: that batch was dropped"
+                    "spool over storage.spool.max_size, short of free disk space, or its oldest batch past max_age: that batch was dropped"
                 );
             }
         }
         Err(error) => {
-            // The series' next samples write their rows again.
+            // The segment stays on disk, open: the next start seals and delivers it. The
+            // series' next samples write their rows again meanwhile.
             noted.iter().for_each(|series| series.forget_series_row());
-            stats.spool_dropped_rows.fetch_add(rows, Ordering::Relaxed);
-            stats.sample_rows_failed.fetch_add(rows, Ordering::Relaxed);
-            tracing::error!(%error, rows, "cannot spool the batch (disk full?): it is dropped");
+            tracing::error!(%error, "cannot seal the spool's segment: its scrapes are delivered at the next start");
         }
     }
 }
@@ -555,11 +590,15 @@ async fn deliver<S: Sink>(
                 Some(batch) => Ok(batch),
                 None => shared.spool.oldest()?,
             };
-            let token = batch
-                .as_ref()
-                .map(|batch| shared.spool.token(batch.sequence))
-                .unwrap_or_default();
-            Some((batch, token))
+            let sequence = batch.as_ref().map_or(0, |batch| batch.sequence);
+            let tables = [Table::Series, Table::SampleValues, Table::Scrapes];
+            let tokens = tables.map(|table| {
+                (
+                    shared.spool.token(sequence, table),
+                    shared.spool.acknowledged(sequence, table),
+                )
+            });
+            Some((batch, tokens))
         };
         let Some(next) = with_shared(&shared, oldest).await else {
             return;
@@ -569,7 +608,8 @@ async fn deliver<S: Sink>(
             None => {
                 tokio::select! {
                     _ = wake.notified() => {}
-                    _ = closed.changed() => {}
+                    // The batcher gone without saying so (its task ended): nothing more comes.
+                    changed = closed.changed() => if changed.is_err() { return; },
                 }
                 continue;
             }
@@ -577,34 +617,43 @@ async fn deliver<S: Sink>(
                 tracing::error!(%error, "a spooled batch is damaged: set aside as .corrupt, not sent");
                 continue;
             }
-            Some((Ok(batch), token)) => (batch, token),
+            Some((Ok(batch), tokens)) => (batch, tokens),
         };
-        let (batch, token) = batch;
-        let token: Arc<str> = token.into();
+        let (batch, [series_token, samples_token, scrapes_token]) = batch;
         let parts = [
             (
                 Table::Series,
                 batch.series,
                 batch.series_rows,
                 &stats.series_rows_written,
+                series_token,
             ),
             (
                 Table::SampleValues,
                 batch.samples,
                 batch.sample_rows,
                 &stats.sample_rows_written,
+                samples_token,
             ),
             (
                 Table::Scrapes,
                 batch.scrapes,
                 batch.scrape_rows,
                 &stats.scrape_rows_written,
+                scrapes_token,
             ),
         ];
-        for (table, data, rows, written) in parts {
+        for (table, data, rows, written, (token, acknowledged)) in parts {
             if rows == 0 {
                 continue;
             }
+            if acknowledged {
+                // Stored before a crash, which came before the batch left the spool.
+                written.fetch_add(rows, Ordering::Relaxed);
+                continue;
+            }
+            let token: Arc<str> = token.into();
+            let sequence = batch.sequence;
             let data = Arc::new(data);
             let mut delay = Duration::from_millis(200);
             let mut attempt = 1u64;
@@ -621,6 +670,7 @@ async fn deliver<S: Sink>(
                 match result {
                     Ok(_) => {
                         written.fetch_add(rows, Ordering::Relaxed);
+                        with_shared(&shared, move |shared| shared.spool.acknowledge(sequence, table)).await;
                         if let Some(line) = notice.delivered(Instant::now(), &stats.describe_backlog(wall_ms())) {
                             stats.delivery_failing.store(false, Ordering::Relaxed);
                             tracing::warn!("{line}");
@@ -924,9 +974,12 @@ mod tests {
             max_size: ByteSize(max_size),
             max_age: Duration::from_secs(3600),
             fsync: false,
+            sync_interval: Duration::from_secs(1),
         };
         let spool = Spool::open(&config).unwrap();
-        let tokens = (0..batches).map(|sequence| spool.token(sequence)).collect();
+        let tokens = (0..batches)
+            .map(|sequence| spool.token(sequence, Table::SampleValues))
+            .collect();
         let sink = Arc::new(TokenRecorder::default());
         sink.failures.store(failures, Ordering::SeqCst);
         let stats = Arc::new(WriterStats::default());
@@ -946,6 +999,118 @@ mod tests {
             sender,
             writer,
         }
+    }
+
+    /// The write-ahead spool: a scrape is on disk as soon as the writer accepted it, long
+    /// before its batch is due (`max_age` a minute here); a writer that dies then (its task
+    /// aborted, as a `kill -9` would end it) leaves the scrapes for the next start, which
+    /// delivers them: every accepted scrape once, per table under its own token.
+    #[tokio::test(start_paused = true)]
+    async fn accepted_scrapes_are_on_disk_at_once_and_delivered_after_a_crash() {
+        let dir = std::env::temp_dir().join(format!("epicenter-writer-ahead-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let config = crate::spool::SpoolConfig {
+            path: dir.clone(),
+            max_size: ByteSize(1 << 30),
+            max_age: Duration::from_secs(3600),
+            fsync: true,
+            sync_interval: Duration::from_millis(100),
+        };
+        let sink = Arc::new(TokenRecorder::default());
+        let stats = Arc::new(WriterStats::default());
+        let (sender, inbox) = mpsc::channel(16);
+        let writer = tokio::spawn(run_spooled_writer(
+            sink.clone(),
+            limits(1_000_000, 60_000),
+            inbox,
+            stats.clone(),
+            Spool::open(&config).unwrap(),
+        ));
+        for rows in [2, 3, 4] {
+            sender.send(outcome(rows)).await.unwrap();
+        }
+        let open_segment = dir.join(format!("{:020}.open", 0));
+        // 3 records of `up` samples (27 bytes a row) and a scrape row each.
+        let started = std::time::Instant::now();
+        while std::fs::metadata(&open_segment).map_or(0, |metadata| metadata.len()) < 9 * 27
+            && started.elapsed() < Duration::from_secs(10)
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert!(sink.writes.lock().unwrap().is_empty(), "the batch is not due yet");
+        writer.abort();
+        let _ = writer.await;
+        drop(sender);
+        // The delivery task sees the batcher gone and lets go of the spool.
+        let spool = loop {
+            match Spool::open(&config) {
+                Ok(spool) => break spool,
+                Err(_) if started.elapsed() < Duration::from_secs(10) => {
+                    tokio::time::sleep(Duration::from_millis(1)).await
+                }
+                Err(error) => panic!("{error}"),
+            }
+        };
+        assert_eq!(spool.backlog().0, 1, "the open segment is a batch at the next start");
+        let tokens: Vec<String> = [Table::Series, Table::SampleValues, Table::Scrapes]
+            .iter()
+            .map(|table| spool.token(0, *table))
+            .collect();
+        let (sender, inbox) = mpsc::channel(16);
+        drop(sender);
+        let stats = Arc::new(WriterStats::default());
+        run_spooled_writer(sink.clone(), limits(1_000_000, 60_000), inbox, stats.clone(), spool).await;
+        let writes = sink.writes.lock().unwrap().clone();
+        let row_bytes = 1 + 2 + 8 + 8 + 8;
+        let written: Vec<(Table, String)> = writes.iter().map(|(table, token, _)| (*table, token.clone())).collect();
+        assert_eq!(
+            written,
+            [
+                (Table::Series, tokens[0].clone()),
+                (Table::SampleValues, tokens[1].clone()),
+                (Table::Scrapes, tokens[2].clone())
+            ]
+        );
+        assert_eq!(writes[1].2, 9 * row_bytes);
+        assert_eq!(stats.scrape_rows_written.load(Ordering::SeqCst), 3);
+        assert_eq!(stats.sample_rows_written.load(Ordering::SeqCst), 9);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A replay after a crash sends only the inserts the store had not acknowledged: a
+    /// batch whose `series` and `sample_values` inserts were acknowledged sends its `scrapes`
+    /// alone.
+    #[tokio::test(start_paused = true)]
+    async fn a_replay_sends_only_the_inserts_not_acknowledged() {
+        let run = spooled_writer("acked", 1 << 30, 0, 1);
+        drop(run.sender);
+        run.writer.await.unwrap();
+        let config = run.config.clone();
+        let mut spool = Spool::open(&config).unwrap();
+        let mut batch = SpooledBatch::default();
+        let record = outcome(5);
+        batch.series_rows = rows::encode_samples(&record.rows, &mut batch.samples, &mut batch.series);
+        batch.sample_rows = 5;
+        rows::encode_scrapes(std::slice::from_ref(&record.report), &mut batch.scrapes);
+        batch.scrape_rows = 1;
+        spool.append(&mut batch).unwrap();
+        spool.acknowledge(batch.sequence, Table::Series);
+        spool.acknowledge(batch.sequence, Table::SampleValues);
+        let scrapes_token = spool.token(batch.sequence, Table::Scrapes);
+        let sink = Arc::new(TokenRecorder::default());
+        let stats = Arc::new(WriterStats::default());
+        let (sender, inbox) = mpsc::channel(16);
+        drop(sender);
+        run_spooled_writer(sink.clone(), limits(1, 1000), inbox, stats.clone(), spool).await;
+        let writes = sink.writes.lock().unwrap().clone();
+        assert_eq!(writes, [(Table::Scrapes, scrapes_token, batch.scrapes.len())]);
+        assert_eq!(
+            stats.sample_rows_written.load(Ordering::SeqCst),
+            5,
+            "counted as stored before"
+        );
+        assert_eq!(Spool::open(&config).unwrap().backlog(), (0, 0));
+        let _ = std::fs::remove_dir_all(&config.path);
     }
 
     /// Delivery takes the batch spooled last from memory when it is next, and the others
@@ -1046,7 +1211,9 @@ mod tests {
             .filter(|(table, _, _)| *table == Table::Series)
             .map(|(_, token, _)| token.clone())
             .collect();
-        assert_eq!(series_rows, [run.tokens[0].clone(), run.tokens[3].clone()]);
+        // The batches' `series` inserts, each under its own table's token.
+        let series_token = |batch: usize| run.tokens[batch].replace("-sample_values", "-series");
+        assert_eq!(series_rows, [series_token(0), series_token(3)]);
         let _ = std::fs::remove_dir_all(&run.config.path);
     }
 

@@ -83,6 +83,7 @@ fn spool_config(dir: &std::path::Path) -> SpoolConfig {
         max_size: ByteSize(1 << 30),
         max_age: Duration::from_secs(3600),
         fsync: true,
+        sync_interval: Duration::from_secs(1),
     }
 }
 
@@ -184,22 +185,18 @@ async fn nothing_accepted_is_lost_or_doubled_across_an_outage_and_a_crash() {
         spool.append(&mut batch).unwrap();
         batches.push(batch);
     }
-    let token: Arc<str> = spool.token(batches[0].sequence).into();
-    crashed
-        .clone()
-        .write(Table::Series, Arc::new(batches[0].series.clone()), token.clone())
-        .await
-        .unwrap();
-    crashed
-        .clone()
-        .write(Table::SampleValues, Arc::new(batches[0].samples.clone()), token.clone())
-        .await
-        .unwrap();
-    crashed
-        .clone()
-        .write(Table::Scrapes, Arc::new(batches[0].scrapes.clone()), token)
-        .await
-        .unwrap();
+    for (table, data) in [
+        (Table::Series, &batches[0].series),
+        (Table::SampleValues, &batches[0].samples),
+        (Table::Scrapes, &batches[0].scrapes),
+    ] {
+        let token: Arc<str> = spool.token(batches[0].sequence, table).into();
+        crashed
+            .clone()
+            .write(table, Arc::new(data.clone()), token)
+            .await
+            .unwrap();
+    }
     drop(spool);
     // The restart: the writer replays the spool, then stops (no new scrapes).
     let (sender, inbox) = mpsc::channel(1);
@@ -217,6 +214,70 @@ async fn nothing_accepted_is_lost_or_doubled_across_an_outage_and_a_crash() {
         "crash and replay: samples expected 60 / stored {samples} / duplicated {}; scrapes 2 / {scrapes}",
         samples - distinct
     );
+    assert_eq!((samples, distinct, scrapes), (60, 60, 2));
+    assert_eq!(spooled_files(&spool_dir), 0);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A crash between a batch's inserts (issue 39): its `series` and `sample_values` rows
+/// landed, its `scrapes` insert never did. The replay at the next start stores the batch
+/// whole: every scrape has its `scrapes` row, and no sample is doubled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_cut_between_its_inserts_is_stored_whole_by_the_replay() {
+    if !library_available() {
+        return;
+    }
+    let root = std::env::temp_dir().join(format!("epicenter-spool-cut-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let engine = Arc::new(EmbeddedStore::open(&root.join("engine"), "cut").unwrap());
+    for statement in epicenter_store::schema::statements("cut", Duration::from_secs(86_400)) {
+        engine.query(&statement, "TabSeparated").unwrap();
+    }
+    engine.use_database().unwrap();
+    let spool_dir = root.join("spool");
+    let mut spool = Spool::open(&spool_config(&spool_dir)).unwrap();
+    let mut batches = Vec::new();
+    for index in [200, 201] {
+        let outcome = outcome(index, 30);
+        let mut batch = SpooledBatch {
+            sample_rows: 30,
+            scrape_rows: 1,
+            ..SpooledBatch::default()
+        };
+        batch.series_rows = epicenter_store::rows::encode_samples(&outcome.rows, &mut batch.samples, &mut batch.series);
+        epicenter_store::rows::encode_scrapes(std::slice::from_ref(&outcome.report), &mut batch.scrapes);
+        spool.append(&mut batch).unwrap();
+        batches.push(batch);
+    }
+    for (table, data) in [
+        (Table::Series, &batches[0].series),
+        (Table::SampleValues, &batches[0].samples),
+    ] {
+        let token: Arc<str> = spool.token(batches[0].sequence, table).into();
+        engine
+            .clone()
+            .write(table, Arc::new(data.clone()), token)
+            .await
+            .unwrap();
+    }
+    drop(spool);
+    let limits = BatchingConfig {
+        max_rows: 200,
+        max_bytes: ByteSize(1 << 30),
+        max_age: PromDuration(Duration::from_millis(200)),
+    };
+    let (sender, inbox) = mpsc::channel(1);
+    drop(sender);
+    run_spooled_writer(
+        engine.clone(),
+        limits,
+        inbox,
+        Arc::new(WriterStats::default()),
+        Spool::open(&spool_config(&spool_dir)).unwrap(),
+    )
+    .await;
+    let (samples, distinct, scrapes) = stored(&engine, "cut");
+    eprintln!("cut batch replayed: samples 60 / stored {samples} / distinct {distinct}; scrapes 2 / {scrapes}");
     assert_eq!((samples, distinct, scrapes), (60, 60, 2));
     assert_eq!(spooled_files(&spool_dir), 0);
     let _ = std::fs::remove_dir_all(&root);
