@@ -328,6 +328,10 @@ impl Assessment {
     }
 }
 
+/// One series' entry in [`Detector::series_feeds`]: when it was last observed (samples'
+/// clock, ms) and the signals it feeds (index into the signal table, and the part it gives).
+type SeriesFeeds = (i64, Vec<(usize, Part)>);
+
 /// The detector's state.
 #[derive(Debug)]
 pub struct Detector {
@@ -345,7 +349,7 @@ pub struct Detector {
     /// series is first observed through [`Detector::observe_series`], with when the series was
     /// last observed (samples' clock, ms). A known series then costs one integer lookup per
     /// sample instead of rule matching and a key built from its labels.
-    series_feeds: HashMap<String, FxHashMap<u64, (i64, Vec<(usize, Part)>)>>,
+    series_feeds: HashMap<String, FxHashMap<u64, SeriesFeeds>>,
     /// When [`Detector::evict_stale`] last looked (samples' clock, ms).
     evicted_ms: i64,
     /// Roles rules gave an instance (keyed by its name) or a peer (keyed by the peer value as
