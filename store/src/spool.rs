@@ -613,6 +613,14 @@ mod tests {
     /// Bytes of a batch of one record besides its payloads: the segment magic and the record header.
     const HEADER: usize = 8 + segment::RECORD_HEADER;
 
+    /// An empty folder for one test's spool: `epicenter-spool-NAME-PID` under the temporary
+    /// directory, whatever an earlier run left there removed.
+    fn fresh_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("epicenter-spool-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
     fn config(dir: &Path, max_size: u64) -> SpoolConfig {
         SpoolConfig {
             path: dir.to_path_buf(),
@@ -637,8 +645,7 @@ mod tests {
 
     #[test]
     fn batches_survive_a_restart_in_order_with_stable_tokens() {
-        let dir = std::env::temp_dir().join(format!("epicenter-spool-order-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("order");
         let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
         for fill in 1..=3 {
             assert!(spool.append(&mut batch(fill, 100)).unwrap().is_empty());
@@ -675,8 +682,7 @@ mod tests {
     /// three payloads.
     #[test]
     fn a_batch_is_laid_out_as_documented() {
-        let dir = std::env::temp_dir().join(format!("epicenter-spool-layout-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("layout");
         let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
         let mut spooled = SpooledBatch {
             sequence: 0,
@@ -705,8 +711,7 @@ mod tests {
     /// three payloads) is read as it was written.
     #[test]
     fn a_batch_spooled_before_the_write_ahead_spool_is_read() {
-        let dir = std::env::temp_dir().join(format!("epicenter-spool-v2-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("v2");
         fs::create_dir_all(&dir).unwrap();
         let mut rest = Vec::new();
         for number in [2u64, 8, 1, 6, 3, 3] {
@@ -739,8 +744,7 @@ mod tests {
     #[test]
     fn a_batch_spooled_before_schema_3_is_split_on_the_way_out() {
         use crate::rows::{encode_samples, SampleRow, Series};
-        let dir = std::env::temp_dir().join(format!("epicenter-spool-v1-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("v1");
         fs::create_dir_all(&dir).unwrap();
         let labels = [("instance".to_string(), "a:1".to_string())].into_iter().collect();
         let series = std::sync::Arc::new(Series::new("up".into(), labels, &Default::default()));
@@ -791,8 +795,7 @@ mod tests {
     /// must not be the last run's (the store would drop the new batches as duplicates).
     #[test]
     fn an_emptied_spool_reopens_with_tokens_never_used_before() {
-        let dir = std::env::temp_dir().join(format!("epicenter-spool-reuse-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("reuse");
         let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
         let mut used = std::collections::HashSet::new();
         for _ in 0..3 {
@@ -814,8 +817,7 @@ mod tests {
 
     #[test]
     fn a_damaged_record_is_set_aside_and_the_rest_go_on() {
-        let dir = std::env::temp_dir().join(format!("epicenter-spool-damage-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("damage");
         let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
         spool.append(&mut batch(1, 50)).unwrap();
         spool.append(&mut batch(2, 50)).unwrap();
@@ -832,8 +834,7 @@ mod tests {
 
     #[test]
     fn past_max_size_the_oldest_batches_are_dropped_and_reported() {
-        let dir = std::env::temp_dir().join(format!("epicenter-spool-full-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("full");
         let record = HEADER as u64 + 1_007;
         let mut spool = Spool::open(&config(&dir, 3 * record)).unwrap();
         for fill in 0..3 {
@@ -854,8 +855,7 @@ mod tests {
     /// after it.
     #[test]
     fn scrapes_appended_before_a_crash_are_recovered_as_a_batch() {
-        let dir = std::env::temp_dir().join(format!("epicenter-spool-wal-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("wal");
         let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
         spool.append(&mut batch(9, 10)).unwrap();
         let mut segment = spool.begin().unwrap();
@@ -889,8 +889,7 @@ mod tests {
     /// acknowledged insert is remembered until the batch leaves.
     #[test]
     fn tokens_are_per_table_and_acknowledgements_survive_a_restart() {
-        let dir = std::env::temp_dir().join(format!("epicenter-spool-acked-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("acked");
         let mut spool = Spool::open(&config(&dir, 1 << 20)).unwrap();
         spool.append(&mut batch(1, 10)).unwrap();
         let tables = [Table::Series, Table::SampleValues, Table::Scrapes];
@@ -918,8 +917,7 @@ mod tests {
     /// disk full makes room by dropping the oldest, never the one being delivered.
     #[test]
     fn a_small_volume_drops_the_oldest_waiting_batches_first() {
-        let dir = std::env::temp_dir().join(format!("epicenter-spool-volume-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("volume");
         let record = HEADER as u64 + 1_007;
         let mut spool = Spool::open(&config(&dir, 1 << 30)).unwrap();
         spool.volume = Some(record * 7 / 2);
@@ -938,8 +936,7 @@ mod tests {
 
     #[test]
     fn batches_older_than_max_age_are_dropped_and_reported() {
-        let dir = std::env::temp_dir().join(format!("epicenter-spool-age-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("age");
         let mut settings = config(&dir, 1 << 20);
         settings.max_age = Duration::from_millis(200);
         let mut spool = Spool::open(&settings).unwrap();
@@ -958,8 +955,7 @@ mod tests {
 
     #[test]
     fn one_spool_serves_one_process() {
-        let dir = std::env::temp_dir().join(format!("epicenter-spool-lock-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
+        let dir = fresh_dir("lock");
         let first = Spool::open(&config(&dir, 1 << 20)).unwrap();
         let error = Spool::open(&config(&dir, 1 << 20)).unwrap_err();
         assert!(

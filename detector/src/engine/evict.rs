@@ -92,22 +92,12 @@ impl Detector {
             entry.into = entry.into.and_then(|into| moved[into]);
             entry.feeders = entry.feeders.iter().filter_map(|&feeder| moved[feeder]).collect();
         }
-        self.signal_index.retain(|_, index| match moved[*index] {
-            Some(new) => {
-                *index = new;
-                true
-            }
-            None => false,
-        });
+        // Moves `index` to its new position; false when its signal went.
+        let renumber = |index: &mut usize| moved[*index].map(|new| *index = new).is_some();
+        self.signal_index.retain(|_, index| renumber(index));
         for by_series in self.series_feeds.values_mut() {
             for (_, feeds) in by_series.values_mut() {
-                feeds.retain_mut(|(index, _)| match moved[*index] {
-                    Some(new) => {
-                        *index = new;
-                        true
-                    }
-                    None => false,
-                });
+                feeds.retain_mut(|(index, _)| renumber(index));
             }
         }
     }
